@@ -1,0 +1,56 @@
+# Dakghar: `make run` serves the product, `make test` runs every test.
+# Both install what is missing first (Rust targets and tools, wasm-opt,
+# Chromium, npm packages); nothing is downloaded outside the package registries.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+TOOLS := $(CURDIR)/.tools
+export PATH := $(TOOLS)/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
+# Leptos reads this at compile time: the same value for every cargo command
+# keeps `cargo test`, clippy and cargo-leptos from rebuilding each other's crates.
+export LEPTOS_OUTPUT_NAME := dakghar
+
+WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
+
+.PHONY: run test build tools lint test-rust e2e e2e-deps clean
+
+run: build
+	./target/release/dakghar serve
+
+build: tools
+	cargo leptos build --release
+
+test: tools e2e-deps
+	$(MAKE) lint
+	$(MAKE) test-rust
+	$(MAKE) e2e
+
+lint:
+	cargo fmt --all --check
+	cargo clippy -p dakghar --all-targets -- -D warnings
+	cargo clippy -p app --lib --features hydrate --target wasm32-unknown-unknown -- -D warnings
+
+# The Postgres half runs when TEST_DATABASE_URL is set (CI always sets it).
+test-rust:
+	cargo test -p dakghar -p app --features app/ssr
+
+e2e: build e2e-deps
+	cd end2end && npx playwright test
+
+tools:
+	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+	@cargo leptos --version 2>/dev/null | grep -q ' 0\.3\.10' || cargo install cargo-leptos --version 0.3.10 --locked
+	@# wasm-bindgen-cli must match Cargo.lock exactly; its own lockfile names a crate
+	@# version the registry lacks, hence no --locked.
+	@wasm-bindgen --version 2>/dev/null | grep -q ' $(WASM_BINDGEN_VERSION)$$' || cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
+	@# wasm-opt from npm's binaryen: Debian's (v108) breaks hydration.
+	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund binaryen@132
+
+e2e-deps:
+	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	@test -d end2end/node_modules/@playwright/test || (cd end2end && npm ci --no-audit --no-fund)
+
+clean:
+	cargo clean
+	rm -rf end2end/test-results end2end/node_modules $(TOOLS)

@@ -1,0 +1,4 @@
+//! Server functions, one per file, grouped by domain. Each stays thin: it
+//! asks the server's `Dashboard` port and returns what the page shows.
+
+pub mod me;

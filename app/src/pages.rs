@@ -1,0 +1,3 @@
+pub mod events;
+pub mod login;
+pub mod not_found;

@@ -1,0 +1,39 @@
+//! Sign in. A real form post to `/login`, so it works with JavaScript off.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let query = use_query_map();
+    let failed = move || query.read().get("error").is_some();
+    let next = move || query.read().get("next").unwrap_or_default();
+    view! {
+        <Title text="Sign in" />
+        <main class="login">
+            <form class="card login-card" method="post" action="/login">
+                <h1>"Sign in to Dakghar"</h1>
+                <Show when=failed>
+                    <p class="notice error" role="alert">
+                        "Invalid email or password."
+                    </p>
+                </Show>
+                <label for="email">"Email"</label>
+                <input id="email" name="email" type="email" autocomplete="username" required />
+                <label for="password">"Password"</label>
+                <input
+                    id="password"
+                    name="password"
+                    type="password"
+                    autocomplete="current-password"
+                    required
+                />
+                <input type="hidden" name="next" value=next />
+                <button type="submit" class="button primary">
+                    "Sign in"
+                </button>
+            </form>
+        </main>
+    }
+}

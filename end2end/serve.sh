@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Starts the freshly built server for the browser tests: its own port, a
+# temporary SQLite database, and one known user.
+set -euo pipefail
+cd "$(dirname "$0")"
+port="$1"
+bin=../target/release/dakghar
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/dakghar-e2e.XXXXXX")
+export DAKGHAR_DATABASE_URL="sqlite://$tmp/e2e.db"
+unset DATABASE_URL
+"$bin" account create --name "E2E Account" >/dev/null
+"$bin" user create --email e2e@dakghar.test --account "E2E Account" --password 'e2e password 123' >/dev/null
+exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site

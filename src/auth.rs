@@ -1,0 +1,5 @@
+//! Who is calling: dashboard users (passwords, sessions) and producers (API keys).
+
+pub mod api_key;
+pub mod password;
+pub mod session;

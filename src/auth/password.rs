@@ -1,0 +1,114 @@
+//! Password hashing with argon2id at OWASP's recommended parameters
+//! (19 MiB, 2 passes, 1 lane), always run off the async runtime.
+
+use std::sync::OnceLock;
+
+use argon2::{
+    password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
+    Algorithm, Argon2, Params, Version,
+};
+
+/// Longer than any passphrase a person types; bounds hashing work per request.
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PasswordError {
+    #[error("password must be at least {MIN_PASSWORD_CHARS} characters")]
+    TooShort,
+    #[error("password must be at most {MAX_PASSWORD_BYTES} bytes")]
+    TooLong,
+    #[error("could not hash password: {0}")]
+    Hash(String),
+}
+
+fn argon2() -> Argon2<'static> {
+    let params = Params::new(19 * 1024, 2, 1, None).expect("OWASP argon2 parameters are valid");
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+pub fn validate(password: &str) -> Result<(), PasswordError> {
+    if password.len() > MAX_PASSWORD_BYTES {
+        return Err(PasswordError::TooLong);
+    }
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(PasswordError::TooShort);
+    }
+    Ok(())
+}
+
+pub fn hash(password: &str) -> Result<String, PasswordError> {
+    validate(password)?;
+    let salt = SaltString::generate(&mut OsRng);
+    argon2()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| PasswordError::Hash(e.to_string()))
+}
+
+/// A real hash of nothing anyone knows, verified when the email is unknown,
+/// so an unknown email costs the same time as a wrong password.
+fn dummy_hash() -> &'static str {
+    static DUMMY: OnceLock<String> = OnceLock::new();
+    DUMMY.get_or_init(|| {
+        let salt = SaltString::generate(&mut OsRng);
+        argon2()
+            .hash_password(crate::ids::random_token(32).as_bytes(), &salt)
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+    })
+}
+
+fn verify_blocking(password: &str, stored: Option<&str>) -> bool {
+    let (hash, known) = match stored {
+        Some(h) => (h, true),
+        None => (dummy_hash(), false),
+    };
+    let Ok(parsed) = PasswordHash::new(hash) else {
+        return false;
+    };
+    let ok = argon2()
+        .verify_password(password.as_bytes(), &parsed)
+        .is_ok();
+    ok && known
+}
+
+/// Checks `password` against `stored` (or against a dummy when the user does
+/// not exist) on a blocking thread. Over-long input is refused before hashing.
+pub async fn verify(password: String, stored: Option<String>) -> bool {
+    if password.len() > MAX_PASSWORD_BYTES {
+        return false;
+    }
+    tokio::task::spawn_blocking(move || verify_blocking(&password, stored.as_deref()))
+        .await
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_are_argon2id_with_owasp_parameters() {
+        let h = hash("correct horse battery").unwrap();
+        assert!(h.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{h}");
+    }
+
+    #[tokio::test]
+    async fn verifies_right_and_rejects_wrong_and_unknown() {
+        let h = hash("correct horse battery").unwrap();
+        assert!(verify("correct horse battery".into(), Some(h.clone())).await);
+        assert!(!verify("wrong horse battery".into(), Some(h)).await);
+        assert!(!verify("correct horse battery".into(), None).await);
+    }
+
+    #[test]
+    fn length_limits() {
+        assert!(matches!(validate("short"), Err(PasswordError::TooShort)));
+        assert!(matches!(
+            validate(&"x".repeat(MAX_PASSWORD_BYTES + 1)),
+            Err(PasswordError::TooLong)
+        ));
+        assert!(validate(&"x".repeat(64)).is_ok());
+    }
+}

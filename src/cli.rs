@@ -1,0 +1,288 @@
+//! The command line (SPEC §9). Every flag can also come from `DAKGHAR_<FLAG>`.
+//! Failures print one line and exit non-zero; they never panic.
+
+use std::{
+    io::{BufRead, IsTerminal},
+    net::SocketAddr,
+    path::PathBuf,
+    process::ExitCode,
+    sync::Arc,
+};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::{
+    auth::{api_key, password},
+    bootstrap,
+    clock::{SharedClock, SystemClock},
+    config::ServeConfig,
+    store::{Role, Store, StoreError},
+    web::Application,
+};
+
+#[derive(Debug, Parser)]
+#[command(name = "dakghar", version, about = "Webhook delivery in one binary")]
+pub struct Cli {
+    /// Database URL: sqlite://PATH or postgres://…  Unset: also reads
+    /// DATABASE_URL, else the SQLite file data/dakghar.db.
+    #[arg(long, global = true, env = "DAKGHAR_DATABASE_URL")]
+    database_url: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the dashboard and the API.
+    Serve(ServeArgs),
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage accounts (tenants).
+    #[command(subcommand)]
+    Account(AccountCmd),
+    /// Manage dashboard users.
+    #[command(subcommand)]
+    User(UserCmd),
+    /// Manage producer API keys.
+    #[command(subcommand, name = "api-key")]
+    ApiKey(ApiKeyCmd),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "DAKGHAR_LISTEN", default_value = "127.0.0.1:3000")]
+    listen: SocketAddr,
+    /// Folder holding the built stylesheet, JS and wasm (cargo-leptos's site root).
+    #[arg(long, env = "DAKGHAR_SITE_ROOT", default_value = "target/site")]
+    site_root: PathBuf,
+    /// Mark the session cookie Secure: set when users reach Dakghar over https.
+    #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
+    secure_cookies: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum AccountCmd {
+    /// Create an account; prints its id.
+    Create {
+        #[arg(long, env = "DAKGHAR_NAME")]
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCmd {
+    /// Create a user; the password is read from standard input unless given.
+    Create {
+        #[arg(long, env = "DAKGHAR_EMAIL")]
+        email: String,
+        /// Name of the account the user belongs to.
+        #[arg(long, env = "DAKGHAR_ACCOUNT")]
+        account: String,
+        /// Make the user an admin (sees all accounts, runs bulk replays).
+        #[arg(long, env = "DAKGHAR_ADMIN")]
+        admin: bool,
+        /// For scripts; prefer standard input, which stays out of shell history.
+        #[arg(long, env = "DAKGHAR_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ApiKeyCmd {
+    /// Create an API key for an account; prints only the key.
+    Create {
+        #[arg(long, env = "DAKGHAR_ACCOUNT")]
+        account: String,
+        /// An admin key may call the admin API.
+        #[arg(long, env = "DAKGHAR_ADMIN")]
+        admin: bool,
+    },
+}
+
+type CliResult = Result<(), Box<dyn std::error::Error>>;
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_sessions=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cli: Cli) -> CliResult {
+    let url = cli
+        .database_url
+        .or_else(|| std::env::var("DATABASE_URL").ok());
+    let store = Store::connect(url.as_deref()).await?;
+    store.migrate().await?;
+    let clock: SharedClock = Arc::new(SystemClock);
+    match cli.command {
+        Command::Migrate => {
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Serve(args) => serve(args, store, clock).await,
+        Command::Account(AccountCmd::Create { name }) => {
+            let name = name.trim();
+            if name.is_empty() {
+                return Err("account name must not be empty".into());
+            }
+            let account = store.create_account(name, clock.now()).await?;
+            println!("{}", account.id);
+            Ok(())
+        }
+        Command::User(UserCmd::Create {
+            email,
+            account,
+            admin,
+            password,
+        }) => {
+            let email = normalize_email(&email)?;
+            let account = find_account(&store, &account).await?;
+            let password = match password {
+                Some(p) => p,
+                None => read_password()?,
+            };
+            let hash = tokio::task::spawn_blocking(move || password::hash(&password)).await??;
+            let role = if admin { Role::Admin } else { Role::Member };
+            let user = store
+                .create_user(&account.id, &email, &hash, role, clock.now())
+                .await?;
+            println!("{}", user.id);
+            Ok(())
+        }
+        Command::ApiKey(ApiKeyCmd::Create { account, admin }) => {
+            let account = find_account(&store, &account).await?;
+            let key = api_key::generate();
+            store
+                .create_api_key(&account.id, &key.prefix, &key.hash, admin, clock.now())
+                .await?;
+            println!("{}", key.key);
+            Ok(())
+        }
+    }
+}
+
+async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
+    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
+        println!("First start: created an admin user. This password is shown only once.");
+        println!("  email:    {}", first.email);
+        println!("  password: {}", first.password);
+        println!("  sign in:  http://{}/login", args.listen);
+    }
+    let config = ServeConfig {
+        listen: args.listen,
+        site_root: args.site_root,
+        secure_cookies: args.secure_cookies,
+    };
+    let app = Application::build(config, store, clock).await?;
+    tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());
+    app.run_until(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}
+
+async fn find_account(store: &Store, name: &str) -> Result<crate::store::Account, String> {
+    match store.account_by_name(name).await {
+        Ok(a) => Ok(a),
+        Err(StoreError::NotFound) => Err(format!("no account named {name:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn normalize_email(email: &str) -> Result<String, String> {
+    let email = email.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty())
+        && !email.chars().any(char::is_whitespace);
+    if valid {
+        Ok(email)
+    } else {
+        Err(format!("{email:?} is not an email address"))
+    }
+}
+
+fn read_password() -> Result<String, String> {
+    if std::io::stdin().is_terminal() {
+        eprint!("Password: ");
+    }
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read password from standard input: {e}"))?;
+    let password = line.trim_end_matches(['\r', '\n']).to_string();
+    if password.is_empty() {
+        return Err("no password given: pass it on standard input or with --password".into());
+    }
+    Ok(password)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn emails_are_normalized_and_checked() {
+        assert_eq!(
+            super::normalize_email(" A@B.example ").unwrap(),
+            "a@b.example"
+        );
+        assert!(super::normalize_email("nobody").is_err());
+        assert!(super::normalize_email("a b@c").is_err());
+    }
+}

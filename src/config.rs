@@ -1,0 +1,24 @@
+//! Configuration of `dakghar serve`, validated once at start-up.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+/// Everything the running server needs to know about its surroundings.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    /// Where cargo-leptos put the compiled stylesheet, JS and wasm (`pkg/`).
+    pub site_root: PathBuf,
+    /// Set the cookie's `Secure` flag: the dashboard is reached over https.
+    pub secure_cookies: bool,
+}
+
+impl ServeConfig {
+    /// Settings for a test server: any free port, no https.
+    pub fn for_tests() -> Self {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            site_root: PathBuf::from("target/site"),
+            secure_cookies: false,
+        }
+    }
+}

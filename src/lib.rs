@@ -1,0 +1,13 @@
+//! Dakghar: webhook delivery in one binary. The server side: storage, the
+//! HTTP server, authentication and the command line.
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod bootstrap;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod ids;
+mod services;
+pub mod store;
+pub mod web;

@@ -1,0 +1,637 @@
+//! Storage: one schema on two backends. SQLite is the embedded default,
+//! Postgres is how several nodes share one queue.
+//!
+//! Almost every query is written once in SQL both backends accept (`$n`
+//! placeholders, `ON CONFLICT`, `RETURNING`) and run on whichever pool is
+//! configured; what truly differs (connecting, claiming) lives in
+//! `store/sqlite.rs` and `store/postgres.rs`.
+
+mod models;
+pub mod postgres;
+pub mod sqlite;
+
+use std::str::FromStr;
+
+pub use models::*;
+use sqlx::{PgPool, SqlitePool};
+
+use crate::{clock::Timestamp, ids};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("{0} already exists")]
+    Conflict(&'static str),
+    /// The delivery is no longer held by this claim (rescued or finished elsewhere).
+    #[error("claim on delivery {0} is no longer held")]
+    LostClaim(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot connect to the database at {url}: {cause}")]
+    Connect { url: String, cause: String },
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict("row"),
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: Pool,
+    /// The Postgres schema this store lives in (tests get one each).
+    pg_schema: Option<String>,
+}
+
+/// Runs the same body against whichever pool is configured. The body is
+/// type-checked once per backend, so SQL that one of them rejects at runtime
+/// is still caught by the shared test suite running on both.
+macro_rules! on_pool {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Where the SQLite database lives when no URL is configured.
+pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
+
+/// Hides the password of a database URL before it is shown to anyone.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+pub struct NewEndpoint {
+    pub account_id: String,
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<String>,
+    pub secret: String,
+    pub rate_limit_per_sec: Option<i64>,
+    pub max_in_flight: i64,
+}
+
+pub struct NewEvent {
+    pub account_id: String,
+    pub id: String,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub struct InsertedEvent {
+    pub event: Event,
+    pub deliveries: Vec<Delivery>,
+}
+
+/// What one attempt left behind, written together with the delivery's next state.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub request_headers: String,
+    pub response_status: Option<i64>,
+    pub response_headers: Option<String>,
+    pub response_body: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub classification: String,
+}
+
+/// Where a claimed delivery goes after its attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Delivered,
+    Retry { next_attempt_at: Timestamp },
+    Failed,
+    Expired,
+}
+
+impl Store {
+    /// Opens the database named by `url`; `None` means the embedded SQLite file.
+    pub async fn connect(url: Option<&str>) -> Result<Store> {
+        let url = url
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("sqlite://{DEFAULT_SQLITE_PATH}"));
+        let scheme = url.split(':').next().unwrap_or_default();
+        match scheme {
+            "sqlite" => sqlite::connect(&url).await,
+            "postgres" | "postgresql" => postgres::connect(&url, None).await,
+            other => Err(StoreError::Config(format!(
+                "unsupported database URL scheme '{other}' (use sqlite://PATH or postgres://…)"
+            ))),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self.pool {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    pub fn pg_schema(&self) -> Option<&str> {
+        self.pg_schema.as_deref()
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        match &self.pool {
+            Pool::Sqlite(p) => sqlx::migrate!("migrations/sqlite").run(p).await?,
+            Pool::Postgres(p) => sqlx::migrate!("migrations/postgres").run(p).await?,
+        }
+        Ok(())
+    }
+
+    /// Runs raw SQL; for tests that plant faults (triggers) in a real database.
+    #[doc(hidden)]
+    pub async fn execute_script(&self, sql: &str) -> Result<()> {
+        on_pool!(self, |p| sqlx::raw_sql(sql).execute(p).await.map(|_| ()))?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        on_pool!(self, |p| p.close().await)
+    }
+
+    // ---- accounts --------------------------------------------------------
+
+    pub async fn create_account(&self, name: &str, now: Timestamp) -> Result<Account> {
+        let sql = "INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING *";
+        let id = ids::new_id(ids::ACCOUNT);
+        on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(&id)
+            .bind(name)
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)
+        .map_err(|e| conflict_as(e, "an account with this name"))
+    }
+
+    pub async fn account(&self, id: &str) -> Result<Account> {
+        let sql = "SELECT * FROM accounts WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn account_by_name(&self, name: &str) -> Result<Account> {
+        let sql = "SELECT * FROM accounts WHERE name = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(name)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn list_accounts(&self) -> Result<Vec<Account>> {
+        let sql = "SELECT * FROM accounts ORDER BY name";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    // ---- users -----------------------------------------------------------
+
+    pub async fn create_user(
+        &self,
+        account_id: &str,
+        email: &str,
+        password_hash: &str,
+        role: Role,
+        now: Timestamp,
+    ) -> Result<User> {
+        let sql = "INSERT INTO users (id, account_id, email, password_hash, role, created_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING *";
+        let id = ids::new_id(ids::USER);
+        on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(&id)
+            .bind(account_id)
+            .bind(email)
+            .bind(password_hash)
+            .bind(role.as_str())
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)
+        .map_err(|e| conflict_as(e, "a user with this email"))
+    }
+
+    pub async fn user(&self, id: &str) -> Result<User> {
+        let sql = "SELECT * FROM users WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn user_by_email(&self, email: &str) -> Result<User> {
+        let sql = "SELECT * FROM users WHERE email = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(email)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn count_users(&self) -> Result<i64> {
+        let sql = "SELECT COUNT(*) FROM users";
+        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    // ---- API keys --------------------------------------------------------
+
+    pub async fn create_api_key(
+        &self,
+        account_id: &str,
+        prefix: &str,
+        key_hash: &str,
+        is_admin: bool,
+        now: Timestamp,
+    ) -> Result<ApiKey> {
+        let sql = "INSERT INTO api_keys (id, account_id, prefix, key_hash, is_admin, created_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING *";
+        let id = ids::new_id(ids::API_KEY);
+        on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
+            .bind(&id)
+            .bind(account_id)
+            .bind(prefix)
+            .bind(key_hash)
+            .bind(is_admin)
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)
+        .map_err(|e| conflict_as(e, "an API key with this hash"))
+    }
+
+    /// A key that exists and is not revoked.
+    pub async fn active_api_key(&self, key_hash: &str) -> Result<ApiKey> {
+        let sql = "SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
+            .bind(key_hash)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn list_api_keys(&self, account_id: &str) -> Result<Vec<ApiKey>> {
+        let sql = "SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn revoke_api_key(&self, account_id: &str, id: &str, now: Timestamp) -> Result<()> {
+        let sql = "UPDATE api_keys SET revoked_at = $1 \
+                   WHERE account_id = $2 AND id = $3 AND revoked_at IS NULL";
+        let done = on_pool!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .bind(account_id)
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        expect_one(done)
+    }
+
+    // ---- endpoints -------------------------------------------------------
+
+    pub async fn create_endpoint(&self, new: NewEndpoint, now: Timestamp) -> Result<Endpoint> {
+        let sql = "INSERT INTO endpoints (id, account_id, url, description, event_types, secret, \
+                   rate_limit_per_sec, max_in_flight, created_at, updated_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING *";
+        let id = ids::new_id(ids::ENDPOINT);
+        let types = serde_json::to_string(&new.event_types).unwrap_or_else(|_| "[]".into());
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(&id)
+            .bind(&new.account_id)
+            .bind(&new.url)
+            .bind(&new.description)
+            .bind(&types)
+            .bind(&new.secret)
+            .bind(new.rate_limit_per_sec)
+            .bind(new.max_in_flight)
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)?)
+    }
+
+    /// An endpoint of this account; another account's id is simply not found.
+    pub async fn endpoint(&self, account_id: &str, id: &str) -> Result<Endpoint> {
+        let sql = "SELECT * FROM endpoints WHERE account_id = $1 AND id = $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn list_endpoints(&self, account_id: &str) -> Result<Vec<Endpoint>> {
+        let sql = "SELECT * FROM endpoints WHERE account_id = $1 ORDER BY created_at, id";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn set_endpoint_state(
+        &self,
+        account_id: &str,
+        id: &str,
+        state: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Endpoint> {
+        let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3 \
+                   WHERE account_id = $4 AND id = $5 RETURNING *";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(state)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    // ---- events and deliveries --------------------------------------------
+
+    /// Stores the event and one `pending` delivery per subscribed endpoint
+    /// (paused ones too: skipping them would lose data; disabled ones not),
+    /// all in one transaction. A producer id seen before is a `Conflict`
+    /// and leaves nothing behind.
+    pub async fn insert_event(
+        &self,
+        new: NewEvent,
+        now: Timestamp,
+        give_up_at: Timestamp,
+    ) -> Result<InsertedEvent> {
+        // The write comes first so SQLite takes its write lock at once
+        // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
+        let insert_event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
+                            VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING *";
+        let endpoints = "SELECT * FROM endpoints WHERE account_id = $1 AND state <> 'disabled' \
+                         ORDER BY created_at, id";
+        let insert_delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, \
+                               state, next_attempt_at, give_up_at, created_at, updated_at) \
+                               VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5) RETURNING *";
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let Some(event) = sqlx::query_as::<_, Event>(insert_event)
+                .bind(&new.account_id)
+                .bind(&new.id)
+                .bind(&new.event_type)
+                .bind(&new.payload)
+                .bind(now.millis())
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict("an event with this id"));
+            };
+            let targets = sqlx::query_as::<_, Endpoint>(endpoints)
+                .bind(&new.account_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut deliveries = Vec::new();
+            for endpoint in targets.iter().filter(|e| e.wants(&event.event_type)) {
+                let delivery = sqlx::query_as::<_, Delivery>(insert_delivery)
+                    .bind(ids::new_id(ids::DELIVERY))
+                    .bind(&event.account_id)
+                    .bind(&event.id)
+                    .bind(&endpoint.id)
+                    .bind(now.millis())
+                    .bind(give_up_at.millis())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                deliveries.push(delivery);
+            }
+            tx.commit().await?;
+            Ok(InsertedEvent { event, deliveries })
+        })
+    }
+
+    pub async fn event(&self, account_id: &str, id: &str) -> Result<Event> {
+        let sql = "SELECT * FROM events WHERE account_id = $1 AND id = $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Event>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn deliveries_of_event(
+        &self,
+        account_id: &str,
+        event_id: &str,
+    ) -> Result<Vec<Delivery>> {
+        let sql = "SELECT * FROM deliveries WHERE account_id = $1 AND event_id = $2 \
+                   ORDER BY created_at, id";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(account_id)
+            .bind(event_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn delivery(&self, id: &str) -> Result<Delivery> {
+        let sql = "SELECT * FROM deliveries WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn attempts_of_delivery(&self, delivery_id: &str) -> Result<Vec<Attempt>> {
+        let sql = "SELECT * FROM attempts WHERE delivery_id = $1 ORDER BY attempt";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Attempt>(sql)
+            .bind(delivery_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn count_deliveries(&self, state: DeliveryState) -> Result<i64> {
+        let sql = "SELECT COUNT(*) FROM deliveries WHERE state = $1";
+        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .bind(state.as_str())
+            .fetch_one(p)
+            .await)?)
+    }
+
+    // ---- the queue ---------------------------------------------------------
+
+    /// Takes up to `limit` due deliveries of active endpoints whose circuit
+    /// is not open, oldest `next_attempt_at` first, and leases them until
+    /// `lease_until`. No two claimers ever receive the same row.
+    pub async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<Delivery>> {
+        let mut claimed = match &self.pool {
+            Pool::Sqlite(p) => sqlite::claim_due(p, now, lease_until, limit).await?,
+            Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
+        };
+        claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        Ok(claimed)
+    }
+
+    /// Writes the attempt and moves the delivery on, atomically, provided the
+    /// caller still holds the claim it was given.
+    pub async fn complete_attempt(
+        &self,
+        claimed: &Delivery,
+        record: &AttemptRecord,
+        transition: Transition,
+        now: Timestamp,
+    ) -> Result<Delivery> {
+        let insert_attempt =
+            "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
+                              request_headers, response_status, response_headers, response_body, \
+                              error, classification) \
+                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+        let update = "UPDATE deliveries SET state = $1, attempts = attempts + $2, \
+                      attempt_seq = $3, next_attempt_at = $4, claimed_at = NULL, lease_until = NULL, claim_token = NULL, \
+                      last_status = $5, last_response = $6, last_error = $7, finished_at = $8, \
+                      updated_at = $9 \
+                      WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *";
+        let (state, counted, next_at) = match transition {
+            Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
+            Transition::Retry { next_attempt_at } => {
+                (DeliveryState::Pending, 1, next_attempt_at.millis())
+            }
+            Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
+            Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
+        };
+        let finished_at = state.is_terminal().then_some(now.millis());
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let updated = sqlx::query_as::<_, Delivery>(update)
+                .bind(state.as_str())
+                .bind(counted)
+                .bind(record.attempt)
+                .bind(next_at)
+                .bind(record.response_status)
+                .bind(&record.response_body)
+                .bind(&record.error)
+                .bind(finished_at)
+                .bind(now.millis())
+                .bind(&claimed.id)
+                .bind(&claimed.claim_token)
+                .fetch_optional(&mut *tx)
+                .await?;
+            let Some(updated) = updated else {
+                tx.rollback().await?;
+                return Err(StoreError::LostClaim(claimed.id.clone()));
+            };
+            sqlx::query(insert_attempt)
+                .bind(&claimed.id)
+                .bind(record.attempt)
+                .bind(record.started_at)
+                .bind(record.duration_ms)
+                .bind(&record.request_headers)
+                .bind(record.response_status)
+                .bind(&record.response_headers)
+                .bind(&record.response_body)
+                .bind(&record.error)
+                .bind(&record.classification)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(updated)
+        })
+    }
+
+    /// Puts a claimed delivery back as it was before the claim: no attempt
+    /// counted, schedule unchanged. For faults of the worker, not the receiver.
+    pub async fn release_claim(&self, claimed: &Delivery, now: Timestamp) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   updated_at = $1, claim_token = NULL \
+                   WHERE id = $2 AND state = 'in_flight' AND claim_token = $3";
+        let done = on_pool!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if done == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LostClaim(claimed.id.clone()))
+        }
+    }
+
+    /// Returns `in_flight` rows whose lease has run out (a crashed or stuck
+    /// worker) to `pending`, without counting an attempt. Returns how many.
+    pub async fn rescue_expired_leases(&self, now: Timestamp) -> Result<u64> {
+        let sql = "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, updated_at = $1 WHERE state = 'in_flight' AND lease_until <= $1";
+        let done = on_pool!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(done)
+    }
+}
+
+fn expect_one(rows: u64) -> Result<()> {
+    if rows == 0 {
+        Err(StoreError::NotFound)
+    } else {
+        Ok(())
+    }
+}
+
+fn conflict_as(e: sqlx::Error, what: &'static str) -> StoreError {
+    match StoreError::from(e) {
+        StoreError::Conflict(_) => StoreError::Conflict(what),
+        other => other,
+    }
+}
+
+/// Parses a URL just far enough to give one clear line when it is malformed.
+pub(crate) fn parse_options<T: FromStr<Err = sqlx::Error>>(url: &str) -> Result<T> {
+    T::from_str(url)
+        .map_err(|e| StoreError::Config(format!("invalid database URL {}: {e}", redact_url(url))))
+}

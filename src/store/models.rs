@@ -1,0 +1,198 @@
+//! Rows as stored. Every integer is an `i64` and every time a Unix-millisecond
+//! `i64`, so the same structs decode from SQLite and Postgres.
+
+use serde::Serialize;
+use sqlx::FromRow;
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize)]
+pub struct Account {
+    pub id: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Member,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Member => "member",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// Deliberately not `Serialize`: the password hash must never leave the server.
+#[derive(Debug, Clone, FromRow)]
+pub struct User {
+    pub id: String,
+    pub account_id: String,
+    pub email: String,
+    pub password_hash: String,
+    pub role: String,
+    pub created_at: i64,
+}
+
+impl User {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin.as_str()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct ApiKey {
+    pub id: String,
+    pub account_id: String,
+    pub prefix: String,
+    pub key_hash: String,
+    pub is_admin: bool,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Endpoint {
+    pub id: String,
+    pub account_id: String,
+    pub url: String,
+    pub description: String,
+    /// JSON array of event types; empty means every type.
+    pub event_types: String,
+    pub secret: String,
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<i64>,
+    pub state: String,
+    pub pause_reason: Option<String>,
+    pub rate_limit_per_sec: Option<i64>,
+    pub max_in_flight: i64,
+    pub failure_streak: i64,
+    pub transient_streak: i64,
+    pub failing_since: Option<i64>,
+    pub last_success_at: Option<i64>,
+    pub circuit_state: String,
+    pub circuit_open_until: Option<i64>,
+    pub circuit_cooldown_ms: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Endpoint {
+    pub fn event_type_filter(&self) -> Vec<String> {
+        serde_json::from_str(&self.event_types).unwrap_or_default()
+    }
+
+    /// An empty filter subscribes to every event type.
+    pub fn wants(&self, event_type: &str) -> bool {
+        let filter = self.event_type_filter();
+        filter.is_empty() || filter.iter().any(|t| t == event_type)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Event {
+    pub account_id: String,
+    pub id: String,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    Pending,
+    InFlight,
+    Delivered,
+    Failed,
+    Expired,
+}
+
+impl DeliveryState {
+    pub const ALL: [DeliveryState; 5] = [
+        DeliveryState::Pending,
+        DeliveryState::InFlight,
+        DeliveryState::Delivered,
+        DeliveryState::Failed,
+        DeliveryState::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::InFlight => "in_flight",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+            DeliveryState::Expired => "expired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            DeliveryState::Delivered | DeliveryState::Failed | DeliveryState::Expired
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Delivery {
+    pub id: String,
+    pub account_id: String,
+    pub event_id: String,
+    pub endpoint_id: String,
+    pub state: String,
+    /// Failed attempts since the last (re)send: the backoff counter.
+    pub attempts: i64,
+    /// Highest attempt number ever used; never reused, also across resends.
+    pub attempt_seq: i64,
+    pub next_attempt_at: i64,
+    pub give_up_at: i64,
+    pub claimed_at: Option<i64>,
+    pub claim_token: Option<String>,
+    pub lease_until: Option<i64>,
+    pub last_status: Option<i64>,
+    pub last_response: Option<Vec<u8>>,
+    pub last_error: Option<String>,
+    pub finished_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Delivery {
+    pub fn state(&self) -> Option<DeliveryState> {
+        DeliveryState::parse(&self.state)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Attempt {
+    pub delivery_id: String,
+    pub attempt: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub request_headers: String,
+    pub response_status: Option<i64>,
+    pub response_headers: Option<String>,
+    pub response_body: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub classification: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Notification {
+    pub id: String,
+    pub account_id: String,
+    pub endpoint_id: Option<String>,
+    pub kind: String,
+    pub subject: String,
+    pub body: String,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}

@@ -1,0 +1,131 @@
+//! The HTTP server: the dashboard (Leptos SSR + server functions), sign in
+//! and out, and the guard that keeps every other page behind a session.
+
+mod guard;
+mod login;
+
+use std::{future::Future, io, net::SocketAddr, sync::Arc};
+
+use app::{port::DashboardRef, shell, App};
+use axum::{
+    extract::FromRef,
+    response::Redirect,
+    routing::{get, post},
+    Router,
+};
+use leptos::prelude::*;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tokio::net::TcpListener;
+
+use crate::{
+    auth::session::Sessions,
+    clock::SharedClock,
+    config::ServeConfig,
+    store::{Store, StoreError},
+};
+
+/// The services every request handler and server function shares.
+#[derive(Debug)]
+pub struct Ctx {
+    pub store: Store,
+    pub clock: SharedClock,
+    pub config: ServeConfig,
+}
+
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub leptos_options: LeptosOptions,
+    pub ctx: Arc<Ctx>,
+}
+
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+}
+
+impl Application {
+    /// Binds the listener and wires the routes; `serve` starts answering.
+    pub async fn build(
+        config: ServeConfig,
+        store: Store,
+        clock: SharedClock,
+    ) -> Result<Self, BuildError> {
+        let sessions = Sessions::open(&store).await?;
+        sessions.spawn_cleaner();
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| BuildError::Bind(config.listen, e))?;
+        let leptos_options = LeptosOptions::builder()
+            .output_name("dakghar")
+            .site_root(config.site_root.to_string_lossy().to_string())
+            .site_pkg_dir("pkg")
+            .site_addr(
+                listener
+                    .local_addr()
+                    .map_err(|e| BuildError::Bind(config.listen, e))?,
+            )
+            .build();
+        let secure = config.secure_cookies;
+        let state = AppState {
+            leptos_options,
+            ctx: Arc::new(Ctx {
+                store,
+                clock,
+                config,
+            }),
+        };
+        let router = router(state).layer(sessions.layer(secure));
+        Ok(Application { listener, router })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.local_addr().port()
+    }
+
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, io::Error),
+}
+
+fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let dashboard: DashboardRef = state.ctx.clone();
+    let options = state.leptos_options.clone();
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/events") }))
+        .route("/login", post(login::login))
+        .route("/logout", post(login::logout))
+        .route("/healthz", get(|| async { "ok" }))
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || provide_context(dashboard.clone()),
+            move || shell(options.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(guard::require_session_for_pages))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::load_viewer,
+        ))
+        .with_state(state)
+}

@@ -1,0 +1,164 @@
+//! Test fixtures: a fresh database per test on either backend, a running
+//! server on a free port, and seeded accounts.
+
+use std::sync::Arc;
+
+use dakghar::{
+    auth::password,
+    clock::{Clock, TestClock},
+    config::ServeConfig,
+    ids,
+    store::{postgres, Account, Role, Store, User},
+    web::Application,
+};
+
+/// Runs each named `async fn(Store)` once on SQLite and once on Postgres.
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    let db = crate::helpers::TestDb::sqlite().await;
+                    super::$name(db.store.clone()).await;
+                    db.finish().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    let Some(db) = crate::helpers::TestDb::postgres().await else {
+                        return;
+                    };
+                    super::$name(db.store.clone()).await;
+                    db.finish().await;
+                }
+            }
+        )*
+    };
+}
+
+pub struct TestDb {
+    pub store: Store,
+    schema: Option<String>,
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDb {
+    /// A new SQLite file in its own temporary directory.
+    pub async fn sqlite() -> TestDb {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("dakghar.db").display());
+        let store = Store::connect(Some(&url)).await.expect("open sqlite");
+        store.migrate().await.expect("migrate sqlite");
+        TestDb {
+            store,
+            schema: None,
+            url,
+            _dir: Some(dir),
+        }
+    }
+
+    /// A new schema in the database named by TEST_DATABASE_URL. Without it
+    /// the Postgres half is skipped locally, but never on CI.
+    pub async fn postgres() -> Option<TestDb> {
+        let Some(url) = postgres_url() else {
+            eprintln!("skipped: TEST_DATABASE_URL is not set");
+            return None;
+        };
+        let schema = format!("t_{}", ids::random_token(16).to_lowercase());
+        let store = postgres::connect(&url, Some(&schema))
+            .await
+            .expect("connect to TEST_DATABASE_URL");
+        store.migrate().await.expect("migrate postgres");
+        Some(TestDb {
+            store,
+            schema: Some(schema),
+            url,
+            _dir: None,
+        })
+    }
+
+    /// Drops the test's schema; a failed test leaves it behind to inspect.
+    pub async fn finish(self) {
+        self.store.close().await;
+        if let Some(schema) = self.schema {
+            if let Ok(admin) = postgres::connect(&self.url, None).await {
+                let _ = admin
+                    .execute_script(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                    .await;
+                admin.close().await;
+            }
+        }
+    }
+}
+
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "TEST_DATABASE_URL must be set on CI: the Postgres suite may not be skipped"
+            );
+            None
+        }
+    }
+}
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+pub struct Seeded {
+    pub account: Account,
+    pub user: User,
+}
+
+/// An account with one member whose password is `PASSWORD`.
+pub async fn seed_user(store: &Store, clock: &dyn Clock, account: &str, email: &str) -> Seeded {
+    let account = store
+        .create_account(account, clock.now())
+        .await
+        .expect("account");
+    let hash = password::hash(PASSWORD).expect("hash");
+    let user = store
+        .create_user(&account.id, email, &hash, Role::Member, clock.now())
+        .await
+        .expect("user");
+    Seeded { account, user }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub store: Store,
+    pub clock: TestClock,
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+pub async fn spawn_app(store: Store) -> TestApp {
+    spawn_app_with(store, ServeConfig::for_tests()).await
+}
+
+pub async fn spawn_app_with(store: Store, config: ServeConfig) -> TestApp {
+    let clock = TestClock::starting_now();
+    let app = Application::build(config, store.clone(), Arc::new(clock.clone()))
+        .await
+        .expect("build app");
+    let base = format!("http://{}", app.local_addr());
+    tokio::spawn(app.run_until(std::future::pending()));
+    TestApp { base, store, clock }
+}
+
+/// A client that keeps cookies and does not follow redirects, so tests see
+/// exactly what the server answered.
+pub fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}

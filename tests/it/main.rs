@@ -1,0 +1,10 @@
+//! Behavioural tests against real parts: a real SQLite file, a real Postgres
+//! (when TEST_DATABASE_URL is set), the real HTTP server on 127.0.0.1 and the
+//! real binary. One test binary keeps link times down.
+
+#[macro_use]
+mod helpers;
+
+mod cli;
+mod login;
+mod store;

@@ -1,0 +1,661 @@
+//! The store's behaviour, identical on SQLite and Postgres.
+
+use std::{collections::HashSet, time::Duration};
+
+use dakghar::{
+    clock::{Clock, TestClock, Timestamp},
+    store::{
+        AttemptRecord, Backend, DeliveryState, NewEndpoint, NewEvent, Role, Store, StoreError,
+        Transition,
+    },
+};
+
+on_both_backends!(
+    accounts_users_keys_and_endpoints_round_trip,
+    an_event_and_its_deliveries_are_stored_together,
+    a_failure_half_way_leaves_nothing_behind,
+    a_duplicate_producer_event_id_is_rejected_cleanly,
+    claims_take_due_deliveries_oldest_first,
+    concurrent_claimers_never_share_a_delivery,
+    deliveries_move_through_their_states,
+    expired_leases_are_rescued_without_counting_an_attempt,
+);
+
+const WINDOW: Duration = Duration::from_secs(72 * 3600);
+
+fn endpoint(account_id: &str, url: &str, types: &[&str]) -> NewEndpoint {
+    NewEndpoint {
+        account_id: account_id.to_string(),
+        url: url.to_string(),
+        description: String::new(),
+        event_types: types.iter().map(|t| t.to_string()).collect(),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
+        rate_limit_per_sec: None,
+        max_in_flight: 10,
+    }
+}
+
+fn event(account_id: &str, id: &str, event_type: &str) -> NewEvent {
+    NewEvent {
+        account_id: account_id.to_string(),
+        id: id.to_string(),
+        event_type: event_type.to_string(),
+        payload: br#"{"amount":42}"#.to_vec(),
+    }
+}
+
+fn record(attempt: i64, status: Option<i64>) -> AttemptRecord {
+    AttemptRecord {
+        attempt,
+        started_at: 0,
+        duration_ms: 12,
+        request_headers: "{}".into(),
+        response_status: status,
+        response_headers: Some("{}".into()),
+        response_body: Some(vec![0xff, 0x00, b'o', b'k']),
+        error: None,
+        classification: "test".into(),
+    }
+}
+
+async fn accounts_users_keys_and_endpoints_round_trip(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+
+    let acme = store.create_account("acme", now).await.unwrap();
+    assert!(acme.id.starts_with("acc_"));
+    assert_eq!(store.account_by_name("acme").await.unwrap(), acme);
+    assert_eq!(store.account(&acme.id).await.unwrap(), acme);
+    assert!(matches!(
+        store.create_account("acme", now).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.account("acc_missing").await,
+        Err(StoreError::NotFound)
+    ));
+
+    let user = store
+        .create_user(
+            &acme.id,
+            "ops@acme.example",
+            "$argon2id$hash",
+            Role::Admin,
+            now,
+        )
+        .await
+        .unwrap();
+    let found = store.user_by_email("ops@acme.example").await.unwrap();
+    assert_eq!(
+        (found.id.as_str(), found.is_admin()),
+        (user.id.as_str(), true)
+    );
+    assert_eq!(found.password_hash, "$argon2id$hash");
+    assert_eq!(store.count_users().await.unwrap(), 1);
+    assert!(matches!(
+        store
+            .create_user(&acme.id, "ops@acme.example", "x", Role::Member, now)
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+
+    let key = store
+        .create_api_key(&acme.id, "dk_abcdef", "hash-1", false, now)
+        .await
+        .unwrap();
+    assert_eq!(store.active_api_key("hash-1").await.unwrap(), key);
+    assert_eq!(
+        store.list_api_keys(&acme.id).await.unwrap(),
+        vec![key.clone()]
+    );
+    store.revoke_api_key(&acme.id, &key.id, now).await.unwrap();
+    assert!(matches!(
+        store.active_api_key("hash-1").await,
+        Err(StoreError::NotFound)
+    ));
+    // Revoking twice, or another account's key, finds nothing.
+    assert!(matches!(
+        store.revoke_api_key(&acme.id, &key.id, now).await,
+        Err(StoreError::NotFound)
+    ));
+
+    let mut new = endpoint(&acme.id, "https://hooks.acme.example/in", &["invoice.paid"]);
+    new.rate_limit_per_sec = Some(5);
+    new.max_in_flight = 3;
+    let ep = store.create_endpoint(new, now).await.unwrap();
+    assert!(ep.id.starts_with("ep_"));
+    assert_eq!(store.endpoint(&acme.id, &ep.id).await.unwrap(), ep);
+    assert_eq!(ep.event_type_filter(), vec!["invoice.paid".to_string()]);
+    assert_eq!((ep.rate_limit_per_sec, ep.max_in_flight), (Some(5), 3));
+    assert_eq!(
+        (ep.state.as_str(), ep.circuit_state.as_str()),
+        ("active", "closed")
+    );
+    assert_eq!(
+        store.list_endpoints(&acme.id).await.unwrap(),
+        vec![ep.clone()]
+    );
+
+    // Tenancy: another account never sees this endpoint.
+    let other = store.create_account("other", now).await.unwrap();
+    assert!(matches!(
+        store.endpoint(&other.id, &ep.id).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(store.list_endpoints(&other.id).await.unwrap().is_empty());
+    assert!(matches!(
+        store.revoke_api_key(&other.id, &key.id, now).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    let all = store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let paid = store
+        .create_endpoint(
+            endpoint(&acc.id, "https://b.example/", &["invoice.paid"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let other_type = store
+        .create_endpoint(
+            endpoint(&acc.id, "https://c.example/", &["user.created"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let paused = store
+        .create_endpoint(endpoint(&acc.id, "https://d.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .set_endpoint_state(&acc.id, &paused.id, "paused", Some("maintenance"), now)
+        .await
+        .unwrap();
+    let disabled = store
+        .create_endpoint(endpoint(&acc.id, "https://e.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .set_endpoint_state(&acc.id, &disabled.id, "disabled", None, now)
+        .await
+        .unwrap();
+    // Another account's endpoints never receive this account's events.
+    let stranger = store.create_account("stranger", now).await.unwrap();
+    store
+        .create_endpoint(endpoint(&stranger.id, "https://s.example/", &[]), now)
+        .await
+        .unwrap();
+
+    let give_up = now.plus(WINDOW);
+    let inserted = store
+        .insert_event(event(&acc.id, "evt_1", "invoice.paid"), now, give_up)
+        .await
+        .unwrap();
+
+    assert_eq!(inserted.event.payload, br#"{"amount":42}"#.to_vec());
+    let mut targets: Vec<_> = inserted
+        .deliveries
+        .iter()
+        .map(|d| d.endpoint_id.clone())
+        .collect();
+    targets.sort();
+    let mut expected = vec![all.id.clone(), paid.id.clone(), paused.id.clone()];
+    expected.sort();
+    assert_eq!(
+        targets, expected,
+        "matching, paused included, disabled and {} excluded",
+        other_type.id
+    );
+    for d in &inserted.deliveries {
+        assert_eq!(d.state(), Some(DeliveryState::Pending));
+        assert_eq!((d.attempts, d.attempt_seq), (0, 0));
+        assert_eq!(d.next_attempt_at, now.millis());
+        assert_eq!(d.give_up_at, give_up.millis());
+    }
+    assert_eq!(store.event(&acc.id, "evt_1").await.unwrap(), inserted.event);
+    assert_eq!(
+        store
+            .deliveries_of_event(&acc.id, "evt_1")
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(matches!(
+        store.event(&stranger.id, "evt_1").await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let doomed = store
+        .create_endpoint(endpoint(&acc.id, "https://b.example/", &[]), now)
+        .await
+        .unwrap();
+
+    // A real fault inside the real database: the second delivery insert aborts.
+    let trigger = match store.backend() {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
+             WHEN NEW.endpoint_id = '{}' BEGIN SELECT RAISE(ABORT, 'planted fault'); END;",
+            doomed.id
+        ),
+        Backend::Postgres => format!(
+            "CREATE FUNCTION planted_fault() RETURNS trigger AS $$ BEGIN \
+               IF NEW.endpoint_id = '{}' THEN RAISE EXCEPTION 'planted fault'; END IF; \
+               RETURN NEW; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
+               FOR EACH ROW EXECUTE FUNCTION planted_fault();",
+            doomed.id
+        ),
+    };
+    store.execute_script(&trigger).await.unwrap();
+
+    let result = store
+        .insert_event(
+            event(&acc.id, "evt_doomed", "invoice.paid"),
+            now,
+            now.plus(WINDOW),
+        )
+        .await;
+    match result {
+        Err(StoreError::Database(e)) => assert!(e.to_string().contains("planted fault"), "{e}"),
+        other => panic!("expected the planted fault, got {other:?}"),
+    }
+    assert!(matches!(
+        store.event(&acc.id, "evt_doomed").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(store
+        .deliveries_of_event(&acc.id, "evt_doomed")
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store
+            .count_deliveries(DeliveryState::Pending)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+async fn a_duplicate_producer_event_id_is_rejected_cleanly(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let first = store
+        .insert_event(
+            event(&acc.id, "order-17", "invoice.paid"),
+            now,
+            now.plus(WINDOW),
+        )
+        .await
+        .unwrap();
+
+    let mut again = event(&acc.id, "order-17", "other.type");
+    again.payload = b"{}".to_vec();
+    let second = store.insert_event(again, now, now.plus(WINDOW)).await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    assert_eq!(store.event(&acc.id, "order-17").await.unwrap(), first.event);
+    assert_eq!(
+        store
+            .deliveries_of_event(&acc.id, "order-17")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Ids are scoped per account: another account may use the same one.
+    let other = store.create_account("other", now).await.unwrap();
+    store
+        .insert_event(
+            event(&other.id, "order-17", "invoice.paid"),
+            now,
+            now.plus(WINDOW),
+        )
+        .await
+        .expect("same producer id in another account");
+}
+
+async fn claims_take_due_deliveries_oldest_first(store: Store) {
+    let clock = TestClock::at(Timestamp(1_700_000_000_000));
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &["t"]), clock.now())
+        .await
+        .unwrap();
+    let paused = store
+        .create_endpoint(
+            endpoint(&acc.id, "https://p.example/", &["paused.only"]),
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    store
+        .set_endpoint_state(&acc.id, &paused.id, "paused", None, clock.now())
+        .await
+        .unwrap();
+
+    // Inserted out of order in time; claims must come back by next_attempt_at.
+    let mut expected = Vec::new();
+    for (i, offset_s) in [30u64, 10, 20, 0].into_iter().enumerate() {
+        let at = Timestamp(1_700_000_000_000).plus(Duration::from_secs(offset_s));
+        let inserted = store
+            .insert_event(event(&acc.id, &format!("e{i}"), "t"), at, at.plus(WINDOW))
+            .await
+            .unwrap();
+        expected.push((offset_s, inserted.deliveries[0].id.clone()));
+    }
+    expected.sort();
+    store
+        .insert_event(
+            event(&acc.id, "p", "paused.only"),
+            clock.now(),
+            clock.now().plus(WINDOW),
+        )
+        .await
+        .unwrap();
+
+    clock.advance(Duration::from_secs(15));
+    let lease = clock.now().plus(Duration::from_secs(300));
+    let first = store.claim_due(clock.now(), lease, 10).await.unwrap();
+    let ids: Vec<_> = first.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(
+        ids,
+        vec![expected[0].1.clone(), expected[1].1.clone()],
+        "only the due ones, oldest first"
+    );
+    for d in &first {
+        assert_eq!(d.state(), Some(DeliveryState::InFlight));
+        assert_eq!(d.lease_until, Some(lease.millis()));
+        assert_eq!(d.claimed_at, Some(clock.now().millis()));
+        assert!(d.claim_token.is_some());
+    }
+
+    clock.advance(Duration::from_secs(60));
+    let lease = clock.now().plus(Duration::from_secs(300));
+    let limited = store.claim_due(clock.now(), lease, 1).await.unwrap();
+    assert_eq!(limited.len(), 1, "the batch limit holds");
+    assert_eq!(limited[0].id, expected[2].1);
+    let rest = store.claim_due(clock.now(), lease, 10).await.unwrap();
+    assert_eq!(
+        rest.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![expected[3].1.clone()]
+    );
+    assert!(
+        store
+            .claim_due(clock.now(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing left: in-flight rows and paused endpoints are not claimed"
+    );
+}
+
+async fn concurrent_claimers_never_share_a_delivery(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    for n in 0..4 {
+        store
+            .create_endpoint(
+                endpoint(&acc.id, &format!("https://{n}.example/"), &[]),
+                now,
+            )
+            .await
+            .unwrap();
+    }
+    for i in 0..60 {
+        store
+            .insert_event(event(&acc.id, &format!("e{i}"), "t"), now, now.plus(WINDOW))
+            .await
+            .unwrap();
+    }
+    let total = 240;
+
+    let mut claimers = Vec::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        claimers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let batch = store
+                    .claim_due(now, now.plus(Duration::from_secs(300)), 7)
+                    .await
+                    .expect("claim");
+                if batch.is_empty() {
+                    return mine;
+                }
+                mine.extend(batch.into_iter().map(|d| d.id));
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut seen = HashSet::new();
+    let mut count = 0;
+    for c in claimers {
+        for id in c.await.unwrap() {
+            count += 1;
+            assert!(seen.insert(id.clone()), "delivery {id} was claimed twice");
+        }
+    }
+    assert_eq!((count, seen.len()), (total, total));
+    assert_eq!(
+        store
+            .count_deliveries(DeliveryState::InFlight)
+            .await
+            .unwrap(),
+        total as i64
+    );
+}
+
+async fn deliveries_move_through_their_states(store: Store) {
+    let clock = TestClock::starting_now();
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .await
+        .unwrap();
+    for id in ["ok", "bad", "late"] {
+        store
+            .insert_event(
+                event(&acc.id, id, "t"),
+                clock.now(),
+                clock.now().plus(WINDOW),
+            )
+            .await
+            .unwrap();
+    }
+    let lease = |c: &TestClock| c.now().plus(Duration::from_secs(300));
+    let by_event = |claimed: &[dakghar::store::Delivery], ev: &str| {
+        claimed
+            .iter()
+            .find(|d| d.event_id == ev)
+            .cloned()
+            .expect("claimed")
+    };
+
+    let claimed = store
+        .claim_due(clock.now(), lease(&clock), 10)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 3);
+
+    // pending → in_flight → pending (retry): one attempt counted, new schedule.
+    let ok = by_event(&claimed, "ok");
+    let retry_at = clock.now().plus(Duration::from_secs(60));
+    let after = store
+        .complete_attempt(
+            &ok,
+            &record(1, Some(500)),
+            Transition::Retry {
+                next_attempt_at: retry_at,
+            },
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.state(), Some(DeliveryState::Pending));
+    assert_eq!((after.attempts, after.attempt_seq), (1, 1));
+    assert_eq!(after.next_attempt_at, retry_at.millis());
+    assert_eq!((after.lease_until, after.claim_token.clone()), (None, None));
+    assert_eq!(after.last_status, Some(500));
+    assert_eq!(after.finished_at, None);
+
+    // The stale claim can no longer finish it.
+    let stale = store
+        .complete_attempt(
+            &ok,
+            &record(2, Some(200)),
+            Transition::Delivered,
+            clock.now(),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::LostClaim(_))), "{stale:?}");
+
+    // Not due before its time; due after.
+    assert!(store
+        .claim_due(clock.now(), lease(&clock), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    clock.advance(Duration::from_secs(61));
+    let again = store
+        .claim_due(clock.now(), lease(&clock), 10)
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    let done = store
+        .complete_attempt(
+            &again[0],
+            &record(2, Some(200)),
+            Transition::Delivered,
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state(), Some(DeliveryState::Delivered));
+    assert_eq!(done.finished_at, Some(clock.now().millis()));
+    assert_eq!((done.attempts, done.attempt_seq), (1, 2));
+    let attempts = store.attempts_of_delivery(&done.id).await.unwrap();
+    assert_eq!(
+        attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    assert_eq!(attempts[0].response_status, Some(500));
+    assert_eq!(
+        attempts[0].response_body,
+        Some(vec![0xff, 0x00, b'o', b'k']),
+        "binary bodies survive"
+    );
+
+    // in_flight → failed and in_flight → expired are terminal.
+    let bad = store
+        .complete_attempt(
+            &by_event(&claimed, "bad"),
+            &record(1, Some(410)),
+            Transition::Failed,
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bad.state(), Some(DeliveryState::Failed));
+    assert!(bad.finished_at.is_some());
+    let late = store
+        .complete_attempt(
+            &by_event(&claimed, "late"),
+            &record(1, None),
+            Transition::Expired,
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(late.state(), Some(DeliveryState::Expired));
+    assert!(
+        store
+            .claim_due(clock.now().plus(WINDOW), lease(&clock), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "terminal deliveries are never claimed again"
+    );
+}
+
+async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
+    let clock = TestClock::starting_now();
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .await
+        .unwrap();
+    for id in ["crashed", "released"] {
+        store
+            .insert_event(
+                event(&acc.id, id, "t"),
+                clock.now(),
+                clock.now().plus(WINDOW),
+            )
+            .await
+            .unwrap();
+    }
+    let claimed = store
+        .claim_due(clock.now(), clock.now().plus(Duration::from_secs(300)), 10)
+        .await
+        .unwrap();
+    let crashed = claimed.iter().find(|d| d.event_id == "crashed").unwrap();
+    let released = claimed.iter().find(|d| d.event_id == "released").unwrap();
+
+    // A worker fault hands the delivery back as it was.
+    store.release_claim(released, clock.now()).await.unwrap();
+    let back = store.delivery(&released.id).await.unwrap();
+    assert_eq!(back.state(), Some(DeliveryState::Pending));
+    assert_eq!(
+        (back.attempts, back.next_attempt_at),
+        (0, released.next_attempt_at)
+    );
+
+    // The crashed worker's lease is honoured until it runs out.
+    assert_eq!(store.rescue_expired_leases(clock.now()).await.unwrap(), 0);
+    clock.advance(Duration::from_secs(301));
+    assert_eq!(store.rescue_expired_leases(clock.now()).await.unwrap(), 1);
+    let rescued = store.delivery(&crashed.id).await.unwrap();
+    assert_eq!(rescued.state(), Some(DeliveryState::Pending));
+    assert_eq!((rescued.attempts, rescued.attempt_seq), (0, 0));
+    assert!(store
+        .attempts_of_delivery(&crashed.id)
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The crashed worker cannot finish what was taken from it.
+    let late = store
+        .complete_attempt(
+            crashed,
+            &record(1, Some(200)),
+            Transition::Delivered,
+            clock.now(),
+        )
+        .await;
+    assert!(matches!(late, Err(StoreError::LostClaim(_))));
+}
