@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod delivery;
 pub mod ids;
 mod services;
 pub mod store;

@@ -15,7 +15,7 @@ test('the right password reaches Events, and a reload keeps the session', async 
   await signIn(page, info);
   await expect(page).toHaveURL(/\/events$/);
   await ready(page, info);
-  await expect(page.getByRole('heading', { name: 'Events' })).toBeVisible();
+  await expect(page.getByRole('heading', { name: 'Events', exact: true })).toBeVisible();
   await expect(page.getByTestId('user-email')).toHaveText(USER.email);
   await expect(page.getByTestId('account-name')).toHaveText(USER.account);
   await snapshot(page, info, 'events');

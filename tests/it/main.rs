@@ -7,4 +7,5 @@ mod helpers;
 
 mod cli;
 mod login;
+mod signing;
 mod store;

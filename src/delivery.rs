@@ -1,0 +1,7 @@
+//! The delivery engine's pure rules: how attempts are classified, how long
+//! to wait, what `Retry-After` means, and how requests are signed.
+
+pub mod backoff;
+pub mod classify;
+pub mod retry_after;
+pub mod signing;
