@@ -7,6 +7,7 @@ use std::{
     path::PathBuf,
     process::ExitCode,
     sync::Arc,
+    time::Duration,
 };
 
 use clap::{Args, Parser, Subcommand};
@@ -16,6 +17,10 @@ use crate::{
     bootstrap,
     clock::{SharedClock, SystemClock},
     config::ServeConfig,
+    delivery::{
+        backoff::{Backoff, Jitter},
+        settings::DeliverySettings,
+    },
     store::{Role, Store, StoreError},
     web::Application,
 };
@@ -60,6 +65,59 @@ struct ServeArgs {
     /// Mark the session cookie Secure: set when users reach Dakghar over https.
     #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
     secure_cookies: bool,
+    #[command(flatten)]
+    delivery: DeliveryArgs,
+}
+
+/// Delivery settings (SPEC §9); durations in humantime form (`90s`, `1h`).
+#[derive(Debug, Args)]
+struct DeliveryArgs {
+    /// Backoff after the first failure; doubles per attempt.
+    #[arg(long, env = "DAKGHAR_RETRY_BASE_DELAY", default_value = "1m", value_parser = humantime::parse_duration)]
+    retry_base_delay: Duration,
+    /// The longest wait between two attempts.
+    #[arg(long, env = "DAKGHAR_RETRY_MAX_DELAY", default_value = "1h", value_parser = humantime::parse_duration)]
+    retry_max_delay: Duration,
+    /// How long after ingest a delivery is still attempted.
+    #[arg(long, env = "DAKGHAR_RETRY_WINDOW", default_value = "72h", value_parser = humantime::parse_duration)]
+    retry_window: Duration,
+    /// Attempts before a delivery expires.
+    #[arg(long, env = "DAKGHAR_MAX_ATTEMPTS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_attempts: u32,
+    #[arg(long, env = "DAKGHAR_JITTER", value_enum, default_value = "equal")]
+    jitter: Jitter,
+    #[arg(long, env = "DAKGHAR_REQUEST_TIMEOUT", default_value = "15s", value_parser = humantime::parse_duration)]
+    request_timeout: Duration,
+    #[arg(long, env = "DAKGHAR_CONNECT_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    connect_timeout: Duration,
+    /// How long a worker holds a claimed delivery before the rescuer may take it back.
+    #[arg(long, env = "DAKGHAR_LEASE", default_value = "5m", value_parser = humantime::parse_duration)]
+    lease: Duration,
+    /// Concurrent claim loops in this process.
+    #[arg(long, env = "DAKGHAR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+}
+
+impl DeliveryArgs {
+    fn settings(&self) -> DeliverySettings {
+        DeliverySettings {
+            backoff: Backoff {
+                base: self.retry_base_delay,
+                cap: self.retry_max_delay.max(self.retry_base_delay),
+                jitter: self.jitter,
+            },
+            retry_window: self.retry_window,
+            max_attempts: self.max_attempts,
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            // A lease shorter than a request would let the rescuer steal live work.
+            lease: self
+                .lease
+                .max(self.request_timeout + Duration::from_secs(5)),
+            workers: usize::from(self.workers),
+            ..DeliverySettings::default()
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -200,6 +258,8 @@ async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
         listen: args.listen,
         site_root: args.site_root,
         secure_cookies: args.secure_cookies,
+        delivery: args.delivery.settings(),
+        run_workers: true,
     };
     let app = Application::build(config, store, clock).await?;
     tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());

@@ -2,6 +2,8 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
+use crate::delivery::settings::DeliverySettings;
+
 /// Everything the running server needs to know about its surroundings.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -10,6 +12,9 @@ pub struct ServeConfig {
     pub site_root: PathBuf,
     /// Set the cookie's `Secure` flag: the dashboard is reached over https.
     pub secure_cookies: bool,
+    pub delivery: DeliverySettings,
+    /// Run the embedded delivery workers (tests drive the engine by hand).
+    pub run_workers: bool,
 }
 
 impl ServeConfig {
@@ -19,6 +24,8 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             site_root: PathBuf::from("target/site"),
             secure_cookies: false,
+            delivery: DeliverySettings::default(),
+            run_workers: false,
         }
     }
 }

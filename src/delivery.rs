@@ -3,5 +3,8 @@
 
 pub mod backoff;
 pub mod classify;
+pub mod engine;
+pub mod request;
 pub mod retry_after;
+pub mod settings;
 pub mod signing;

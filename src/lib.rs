@@ -2,6 +2,7 @@
 //! HTTP server, authentication and the command line.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod auth;
 pub mod bootstrap;
 pub mod cli;

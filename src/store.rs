@@ -79,6 +79,12 @@ macro_rules! on_pool {
     };
 }
 
+mod endpoints;
+mod events;
+
+pub use endpoints::EndpointPatch;
+pub use events::{EventFilter, EventPage};
+
 /// Where the SQLite database lives when no URL is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
 

@@ -3,6 +3,7 @@
 
 mod guard;
 mod login;
+pub mod resend_limit;
 
 use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
@@ -18,9 +19,11 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
 
 use crate::{
+    api::{self, events::RESENDS_PER_MINUTE},
     auth::session::Sessions,
     clock::SharedClock,
     config::ServeConfig,
+    delivery::engine::Engine,
     store::{Store, StoreError},
 };
 
@@ -30,6 +33,8 @@ pub struct Ctx {
     pub store: Store,
     pub clock: SharedClock,
     pub config: ServeConfig,
+    pub engine: Arc<Engine>,
+    pub resend_limit: resend_limit::ResendLimit,
 }
 
 #[derive(Clone, FromRef)]
@@ -41,6 +46,8 @@ pub struct AppState {
 pub struct Application {
     listener: TcpListener,
     router: Router,
+    engine: Arc<Engine>,
+    run_workers: bool,
 }
 
 impl Application {
@@ -66,16 +73,26 @@ impl Application {
             )
             .build();
         let secure = config.secure_cookies;
+        let run_workers = config.run_workers;
+        let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
+            .map_err(|e| BuildError::Http(e.to_string()))?;
         let state = AppState {
             leptos_options,
             ctx: Arc::new(Ctx {
                 store,
                 clock,
                 config,
+                engine: Arc::clone(&engine),
+                resend_limit: resend_limit::ResendLimit::new(RESENDS_PER_MINUTE),
             }),
         };
         let router = router(state).layer(sessions.layer(secure));
-        Ok(Application { listener, router })
+        Ok(Application {
+            listener,
+            router,
+            engine,
+            run_workers,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -88,13 +105,30 @@ impl Application {
         self.local_addr().port()
     }
 
+    pub fn engine(&self) -> Arc<Engine> {
+        Arc::clone(&self.engine)
+    }
+
+    /// Serves until `shutdown`; then the workers stop claiming and in-flight
+    /// attempts get the grace period to finish.
     pub async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> io::Result<()> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
+        let stop = tokio_util::sync::CancellationToken::new();
+        let workers = self.run_workers.then(|| self.engine.spawn(stop.clone()));
+        let stop_on_signal = stop.clone();
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stop_on_signal.cancel();
+            })
+            .await;
+        stop.cancel();
+        if let Some(workers) = workers {
+            let _ = workers.await;
+        }
+        served
     }
 }
 
@@ -104,6 +138,8 @@ pub enum BuildError {
     Store(#[from] StoreError),
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, io::Error),
+    #[error("cannot set up the HTTP client: {0}")]
+    Http(String),
 }
 
 fn router(state: AppState) -> Router {
@@ -115,6 +151,7 @@ fn router(state: AppState) -> Router {
         .route("/login", post(login::login))
         .route("/logout", post(login::logout))
         .route("/healthz", get(|| async { "ok" }))
+        .merge(api::router())
         .leptos_routes_with_context(
             &state,
             routes,

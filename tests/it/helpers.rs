@@ -131,6 +131,7 @@ pub struct TestApp {
     pub base: String,
     pub store: Store,
     pub clock: TestClock,
+    pub engine: Arc<dakghar::delivery::engine::Engine>,
 }
 
 impl TestApp {
@@ -149,8 +150,14 @@ pub async fn spawn_app_with(store: Store, config: ServeConfig) -> TestApp {
         .await
         .expect("build app");
     let base = format!("http://{}", app.local_addr());
+    let engine = app.engine();
     tokio::spawn(app.run_until(std::future::pending()));
-    TestApp { base, store, clock }
+    TestApp {
+        base,
+        store,
+        clock,
+        engine,
+    }
 }
 
 /// A client that keeps cookies and does not follow redirects, so tests see

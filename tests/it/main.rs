@@ -6,6 +6,8 @@
 mod helpers;
 
 mod cli;
+mod delivery;
 mod login;
+mod receiver;
 mod signing;
 mod store;

@@ -1,0 +1,277 @@
+//! `/api/v1/endpoints`: the customer's receivers.
+
+use axum::{
+    extract::{Path, State},
+    http::StatusCode,
+    Json,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    caller::Caller,
+    endpoint_url::EndpointUrl,
+    error::{ApiError, ApiResult},
+};
+use crate::{
+    clock::Timestamp,
+    delivery::signing,
+    store::{Endpoint, EndpointPatch, NewEndpoint, StoreError},
+    web::AppState,
+};
+
+const MAX_EVENT_TYPES: usize = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointIn {
+    url: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    event_types: Vec<String>,
+    rate_limit_per_sec: Option<i64>,
+    max_in_flight: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointPatchIn {
+    url: Option<String>,
+    description: Option<String>,
+    event_types: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "present")]
+    rate_limit_per_sec: Option<Option<i64>>,
+    max_in_flight: Option<i64>,
+}
+
+/// `"rate_limit_per_sec": null` clears the limit; leaving it out keeps it.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+    Option::<i64>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Serialize)]
+pub struct EndpointOut {
+    id: String,
+    url: String,
+    description: String,
+    event_types: Vec<String>,
+    state: String,
+    pause_reason: Option<String>,
+    rate_limit_per_sec: Option<i64>,
+    max_in_flight: i64,
+    circuit_state: String,
+    failing_since: Option<String>,
+    created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+impl EndpointOut {
+    fn from(e: Endpoint, with_secret: bool) -> Self {
+        EndpointOut {
+            event_types: e.event_type_filter(),
+            secret: with_secret.then_some(e.secret),
+            id: e.id,
+            url: e.url,
+            description: e.description,
+            state: e.state,
+            pause_reason: e.pause_reason,
+            rate_limit_per_sec: e.rate_limit_per_sec,
+            max_in_flight: e.max_in_flight,
+            circuit_state: e.circuit_state,
+            failing_since: e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
+            created_at: Timestamp(e.created_at).to_rfc3339(),
+        }
+    }
+}
+
+fn not_found(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound => ApiError::not_found("endpoint"),
+        e => e.into(),
+    }
+}
+
+fn check_types(types: &[String]) -> ApiResult<()> {
+    if types.len() > MAX_EVENT_TYPES {
+        return Err(ApiError::bad_request(
+            "invalid_event_types",
+            format!("at most {MAX_EVENT_TYPES} event types"),
+        ));
+    }
+    if types.iter().any(|t| t.trim().is_empty() || t.len() > 255) {
+        return Err(ApiError::bad_request(
+            "invalid_event_types",
+            "event types must be 1 to 255 characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResult<()> {
+    if rate.is_some_and(|r| !(1..=10_000).contains(&r)) {
+        return Err(ApiError::bad_request(
+            "invalid_rate_limit",
+            "rate_limit_per_sec must be between 1 and 10000",
+        ));
+    }
+    if in_flight.is_some_and(|m| !(1..=1000).contains(&m)) {
+        return Err(ApiError::bad_request(
+            "invalid_max_in_flight",
+            "max_in_flight must be between 1 and 1000",
+        ));
+    }
+    Ok(())
+}
+
+fn url(raw: &str) -> ApiResult<String> {
+    EndpointUrl::parse(raw)
+        .map(|u| u.as_str().to_string())
+        .map_err(|m| ApiError::bad_request("invalid_url", m))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: Result<Json<EndpointIn>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<(StatusCode, Json<EndpointOut>)> {
+    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
+    check_types(&input.event_types)?;
+    check_limits(input.rate_limit_per_sec, input.max_in_flight)?;
+    let new = NewEndpoint {
+        account_id: caller.account_id,
+        url: url(&input.url)?,
+        description: input.description,
+        event_types: input.event_types,
+        secret: signing::new_secret(),
+        rate_limit_per_sec: input.rate_limit_per_sec,
+        max_in_flight: input.max_in_flight.unwrap_or(10),
+    };
+    let ctx = &state.ctx;
+    let created = ctx.store.create_endpoint(new, ctx.clock.now()).await?;
+    Ok((StatusCode::CREATED, Json(EndpointOut::from(created, true))))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<serde_json::Value>> {
+    let endpoints = state.ctx.store.list_endpoints(&caller.account_id).await?;
+    let data: Vec<_> = endpoints
+        .into_iter()
+        .map(|e| EndpointOut::from(e, false))
+        .collect();
+    Ok(Json(serde_json::json!({ "data": data })))
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let e = state
+        .ctx
+        .store
+        .endpoint(&caller.account_id, &id)
+        .await
+        .map_err(not_found)?;
+    Ok(Json(EndpointOut::from(e, false)))
+}
+
+pub async fn patch(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: Result<Json<EndpointPatchIn>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<Json<EndpointOut>> {
+    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
+    if let Some(t) = &input.event_types {
+        check_types(t)?;
+    }
+    check_limits(input.rate_limit_per_sec.flatten(), input.max_in_flight)?;
+    let patch = EndpointPatch {
+        url: input.url.as_deref().map(url).transpose()?,
+        description: input.description,
+        event_types: input.event_types,
+        rate_limit_per_sec: input.rate_limit_per_sec,
+        max_in_flight: input.max_in_flight,
+    };
+    let ctx = &state.ctx;
+    let e = ctx
+        .store
+        .update_endpoint(&caller.account_id, &id, patch, ctx.clock.now())
+        .await
+        .map_err(not_found)?;
+    Ok(Json(EndpointOut::from(e, false)))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    state
+        .ctx
+        .store
+        .delete_endpoint(&caller.account_id, &id)
+        .await
+        .map_err(not_found)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn pause(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let ctx = &state.ctx;
+    let e = ctx
+        .store
+        .set_endpoint_state(
+            &caller.account_id,
+            &id,
+            "paused",
+            Some("paused by the customer"),
+            ctx.clock.now(),
+        )
+        .await
+        .map_err(not_found)?;
+    Ok(Json(EndpointOut::from(e, false)))
+}
+
+pub async fn resume(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let ctx = &state.ctx;
+    let e = ctx
+        .store
+        .resume_endpoint(&caller.account_id, &id, ctx.clock.now())
+        .await
+        .map_err(not_found)?;
+    ctx.engine.wake();
+    Ok(Json(EndpointOut::from(e, false)))
+}
+
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<EndpointOut>> {
+    let ctx = &state.ctx;
+    let now = ctx.clock.now();
+    let overlap = ctx.engine.settings().rotation_overlap;
+    let e = ctx
+        .store
+        .rotate_secret(
+            &caller.account_id,
+            &id,
+            &signing::new_secret(),
+            now.plus(overlap),
+            now,
+        )
+        .await
+        .map_err(not_found)?;
+    Ok(Json(EndpointOut::from(e, true)))
+}

@@ -1,0 +1,368 @@
+//! `/api/v1/events`: ingest (SPEC §3), listing and detail; and resend (§5).
+
+use std::collections::HashMap;
+
+use axum::{
+    body::Body,
+    extract::{Path, Query, State},
+    http::{header, HeaderMap, StatusCode},
+    Json,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::{
+    caller::Caller,
+    error::{ApiError, ApiResult},
+};
+use crate::{
+    clock::Timestamp,
+    delivery::classify::explain,
+    ids,
+    store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
+    web::AppState,
+};
+
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+const MAX_ID_CHARS: usize = 255;
+pub const RESENDS_PER_MINUTE: i64 = 100;
+
+#[derive(Deserialize)]
+struct EventIn<'a> {
+    id: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+    #[serde(borrow)]
+    payload: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+pub struct IngestOut {
+    id: String,
+    deliveries: Vec<DeliveryRef>,
+}
+
+#[derive(Serialize)]
+struct DeliveryRef {
+    id: String,
+    endpoint_id: String,
+}
+
+fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::bad_request(code, message)
+}
+
+/// The body is read by hand so every failure gets a JSON error and the
+/// stored payload is byte for byte what the producer sent.
+pub async fn ingest(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<IngestOut>)> {
+    let ctx = &state.ctx;
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the event as content-type: application/json",
+        ));
+    }
+    // Room for the envelope around a payload at the limit.
+    let body = axum::body::to_bytes(body, MAX_PAYLOAD_BYTES + 4096)
+        .await
+        .map_err(|_| too_large())?;
+    let input: EventIn = serde_json::from_slice(&body)
+        .map_err(|e| bad("invalid_json", format!("body is not valid JSON: {e}")))?;
+    let event_type = input
+        .event_type
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| bad("missing_type", "\"type\" is required"))?;
+    if event_type.len() > 255 {
+        return Err(bad(
+            "invalid_type",
+            "\"type\" must be at most 255 characters",
+        ));
+    }
+    let payload = input
+        .payload
+        .ok_or_else(|| bad("missing_payload", "\"payload\" is required"))?;
+    if payload.get().len() > MAX_PAYLOAD_BYTES {
+        return Err(too_large());
+    }
+    let header_key = headers.get("idempotency-key").map(|v| {
+        v.to_str()
+            .map(str::to_string)
+            .map_err(|_| bad("invalid_id", "Idempotency-Key must be printable text"))
+    });
+    let header_key = header_key.transpose()?;
+    let id = match (input.id, header_key) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(bad("conflicting_id", "\"id\" and Idempotency-Key differ"))
+        }
+        (Some(id), _) | (None, Some(id)) => id,
+        (None, None) => ids::new_id(ids::EVENT),
+    };
+    if id.is_empty() || id.chars().count() > MAX_ID_CHARS || id.chars().any(char::is_control) {
+        return Err(bad(
+            "invalid_id",
+            format!("event id must be 1 to {MAX_ID_CHARS} printable characters"),
+        ));
+    }
+    let now = ctx.clock.now();
+    let settings = ctx.engine.settings();
+    let new = NewEvent {
+        account_id: caller.account_id.clone(),
+        id: id.clone(),
+        event_type,
+        payload: payload.get().as_bytes().to_vec(),
+    };
+    let deliveries = match ctx
+        .store
+        .insert_event(new, now, now.plus(settings.retry_window))
+        .await
+    {
+        Ok(inserted) => {
+            ctx.engine.wake();
+            inserted.deliveries
+        }
+        // The same id again: the first result, nothing new.
+        Err(StoreError::Conflict(_)) => {
+            ctx.store
+                .deliveries_of_event(&caller.account_id, &id)
+                .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let out = IngestOut {
+        id,
+        deliveries: deliveries
+            .into_iter()
+            .map(|d| DeliveryRef {
+                id: d.id,
+                endpoint_id: d.endpoint_id,
+            })
+            .collect(),
+    };
+    Ok((StatusCode::ACCEPTED, Json(out)))
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("payload is larger than {} KiB", MAX_PAYLOAD_BYTES / 1024),
+    )
+}
+
+#[derive(Serialize)]
+pub struct DeliveryOut {
+    id: String,
+    endpoint_id: String,
+    state: String,
+    attempts_count: i64,
+    next_attempt_at: Option<String>,
+    give_up_at: String,
+    last_status: Option<i64>,
+    last_error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<Vec<AttemptOut>>,
+}
+
+#[derive(Serialize)]
+pub struct AttemptOut {
+    attempt: i64,
+    started_at: String,
+    duration_ms: i64,
+    status: Option<i64>,
+    classification: String,
+    explanation: String,
+    response_snippet: Option<String>,
+    error: Option<String>,
+}
+
+fn delivery_out(d: Delivery, attempts: Option<Vec<Attempt>>) -> DeliveryOut {
+    let pending = d.state == DeliveryState::Pending.as_str();
+    DeliveryOut {
+        next_attempt_at: pending.then(|| Timestamp(d.next_attempt_at).to_rfc3339()),
+        give_up_at: Timestamp(d.give_up_at).to_rfc3339(),
+        attempts: attempts.map(|a| a.into_iter().map(attempt_out).collect()),
+        id: d.id,
+        endpoint_id: d.endpoint_id,
+        state: d.state,
+        attempts_count: d.attempt_seq,
+        last_status: d.last_status,
+        last_error: d.last_error,
+    }
+}
+
+fn attempt_out(a: Attempt) -> AttemptOut {
+    let status = a.response_status.and_then(|s| u16::try_from(s).ok());
+    AttemptOut {
+        explanation: explain(status),
+        attempt: a.attempt,
+        started_at: Timestamp(a.started_at).to_rfc3339(),
+        duration_ms: a.duration_ms,
+        status: a.response_status,
+        classification: a.classification,
+        response_snippet: a
+            .response_body
+            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        error: a.error,
+    }
+}
+
+fn parse_time(name: &str, raw: &str) -> ApiResult<Timestamp> {
+    chrono::DateTime::parse_from_rfc3339(raw)
+        .map(|t| Timestamp(t.timestamp_millis()))
+        .map_err(|_| {
+            bad(
+                "invalid_query",
+                format!("{name} must be an RFC 3339 time such as 2026-01-31T12:00:00Z"),
+            )
+        })
+}
+
+/// Cursors are opaque to callers: "<created_at ms>.<event id>".
+fn parse_cursor(raw: &str) -> ApiResult<(i64, String)> {
+    raw.split_once('.')
+        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_string())))
+        .ok_or_else(|| bad("invalid_cursor", "cursor is not one this API returned"))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let state_filter = match get("state") {
+        Some(s) if DeliveryState::parse(s).is_none() => {
+            return Err(bad(
+                "invalid_query",
+                "state must be one of pending, in_flight, delivered, failed, expired",
+            ))
+        }
+        s => s.map(str::to_string),
+    };
+    let limit = match get("limit") {
+        Some(l) => l
+            .parse::<i64>()
+            .ok()
+            .filter(|l| (1..=100).contains(l))
+            .ok_or_else(|| bad("invalid_query", "limit must be between 1 and 100"))?,
+        None => 25,
+    };
+    let filter = EventFilter {
+        state: state_filter,
+        event_type: get("type").map(str::to_string),
+        endpoint_id: get("endpoint").map(str::to_string),
+        since: get("since").map(|v| parse_time("since", v)).transpose()?,
+        until: get("until").map(|v| parse_time("until", v)).transpose()?,
+        after: get("cursor").map(parse_cursor).transpose()?,
+    };
+    let page = state
+        .ctx
+        .store
+        .list_events(&caller.account_id, &filter, limit)
+        .await?;
+    let data: Vec<_> = page
+        .events
+        .into_iter()
+        .map(|(e, ds)| {
+            serde_json::json!({
+                "id": e.id,
+                "type": e.event_type,
+                "created_at": Timestamp(e.created_at).to_rfc3339(),
+                "deliveries": ds.into_iter().map(|d| delivery_out(d, None)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let next = page.next.map(|(at, id)| format!("{at}.{id}"));
+    Ok(Json(
+        serde_json::json!({ "data": data, "next_cursor": next }),
+    ))
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let store = &state.ctx.store;
+    let event = store
+        .event(&caller.account_id, &id)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("event"),
+            e => e.into(),
+        })?;
+    let mut deliveries = Vec::new();
+    for d in store.deliveries_of_event(&caller.account_id, &id).await? {
+        let attempts = store.attempts_of_delivery(&d.id).await?;
+        deliveries.push(delivery_out(d, Some(attempts)));
+    }
+    let payload: Box<RawValue> =
+        RawValue::from_string(String::from_utf8_lossy(&event.payload).into_owned())
+            .map_err(|_| ApiError::internal())?;
+    Ok(Json(serde_json::json!({
+        "id": event.id,
+        "type": event.event_type,
+        "payload": payload,
+        "created_at": Timestamp(event.created_at).to_rfc3339(),
+        "deliveries": deliveries,
+    })))
+}
+
+pub async fn resend(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<(StatusCode, Json<DeliveryOut>)> {
+    let ctx = &state.ctx;
+    let now = ctx.clock.now();
+    let delivery = ctx
+        .store
+        .account_delivery(&caller.account_id, &id)
+        .await
+        .map_err(|e| match e {
+            StoreError::NotFound => ApiError::not_found("delivery"),
+            e => e.into(),
+        })?;
+    if let Some(wait) = ctx.resend_limit.check(&delivery.endpoint_id, now) {
+        return Err(ApiError::too_many_requests(
+            wait,
+            format!("at most {RESENDS_PER_MINUTE} resends per minute per endpoint; try again in {wait} s"),
+        ));
+    }
+    let give_up = now.plus(ctx.engine.settings().retry_window);
+    let updated = ctx
+        .store
+        .resend_delivery(&caller.account_id, &id, give_up, now)
+        .await
+        .map_err(|e| match e {
+            StoreError::Conflict(_) => {
+                ApiError::conflict("the delivery is already pending or in flight")
+            }
+            e => e.into(),
+        })?;
+    let criteria = serde_json::json!({ "delivery_id": id }).to_string();
+    ctx.store
+        .record_replay(
+            Some(&caller.account_id),
+            &format!("api_key:{}", caller.key_id),
+            "single",
+            &criteria,
+            1,
+            now,
+        )
+        .await?;
+    ctx.engine.wake();
+    Ok((StatusCode::ACCEPTED, Json(delivery_out(updated, None))))
+}

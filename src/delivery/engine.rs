@@ -1,0 +1,420 @@
+//! The embedded workers: claim due deliveries, send them, record what
+//! happened, and decide what comes next (SPEC §4).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio::sync::{Notify, Semaphore};
+
+use super::{
+    classify::{classify, Verdict},
+    request::{self, Outgoing, Sent},
+    retry_after,
+    settings::DeliverySettings,
+};
+use crate::{
+    clock::{SharedClock, Timestamp},
+    store::{AttemptRecord, Delivery, Endpoint, Store, StoreError, Transition},
+};
+
+/// Runs before each request; tests use it to plant worker faults.
+pub type FaultHook = Arc<dyn Fn(&Delivery) + Send + Sync>;
+
+pub struct Engine {
+    store: Store,
+    clock: SharedClock,
+    client: reqwest::Client,
+    settings: DeliverySettings,
+    wake: Arc<Notify>,
+    slots: Mutex<HashMap<String, (i64, Arc<Semaphore>)>>,
+    rate: Mutex<HashMap<String, (i64, i64)>>,
+    fault_hook: Mutex<Option<FaultHook>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Engine {
+    pub fn new(
+        store: Store,
+        clock: SharedClock,
+        settings: DeliverySettings,
+    ) -> reqwest::Result<Arc<Engine>> {
+        Ok(Arc::new(Engine {
+            client: request::client(&settings)?,
+            store,
+            clock,
+            settings,
+            wake: Arc::new(Notify::new()),
+            slots: Mutex::new(HashMap::new()),
+            rate: Mutex::new(HashMap::new()),
+            fault_hook: Mutex::new(None),
+        }))
+    }
+
+    pub fn settings(&self) -> &DeliverySettings {
+        &self.settings
+    }
+
+    /// Wakes idle workers: new work arrived, do not wait for the poll.
+    pub fn wake(&self) {
+        self.wake.notify_waiters();
+    }
+
+    pub fn set_fault_hook(&self, hook: Option<FaultHook>) {
+        *self.fault_hook.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// One round: rescue expired leases, claim one batch, attempt all of it,
+    /// and wait for the attempts. Returns how many deliveries were claimed.
+    pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let rescued = self.store.rescue_expired_leases(now).await?;
+        if rescued > 0 {
+            tracing::warn!(
+                rescued,
+                "returned deliveries with expired leases to pending"
+            );
+        }
+        let claimed = self
+            .store
+            .claim_due(now, now.plus(self.settings.lease), self.settings.batch_size)
+            .await?;
+        let n = claimed.len();
+        let mut running = Vec::with_capacity(n);
+        for delivery in claimed {
+            let engine = Arc::clone(self);
+            let task_delivery = delivery.clone();
+            let handle = tokio::spawn(async move { engine.attempt(&task_delivery).await });
+            running.push((delivery, handle));
+        }
+        for (delivery, handle) in running {
+            let fault = match handle.await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(join) => Some(if join.is_panic() {
+                    "worker panicked".into()
+                } else {
+                    join.to_string()
+                }),
+            };
+            if let Some(fault) = fault {
+                // A fault of ours, not the receiver's: as if never claimed.
+                tracing::error!(delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
+                if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
+                    tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Runs `workers` loops until `shutdown` fires, then lets in-flight
+    /// attempts finish within the grace period.
+    pub fn spawn(
+        self: &Arc<Self>,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let engine = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut loops = tokio::task::JoinSet::new();
+            for _ in 0..engine.settings.workers.max(1) {
+                let engine = Arc::clone(&engine);
+                let shutdown = shutdown.clone();
+                loops.spawn(async move { engine.work(shutdown).await });
+            }
+            shutdown.cancelled().await;
+            let grace = engine.settings.shutdown_grace;
+            if tokio::time::timeout(grace, async { while loops.join_next().await.is_some() {} })
+                .await
+                .is_err()
+            {
+                loops.abort_all();
+                tracing::warn!("grace period over; unfinished attempts return to pending when their lease passes");
+            }
+        })
+    }
+
+    async fn work(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+        while !shutdown.is_cancelled() {
+            let notified = self.wake.notified();
+            match self.tick().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "claiming failed; backing off"),
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    async fn attempt(&self, delivery: &Delivery) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        if now.millis() >= delivery.give_up_at {
+            self.store
+                .expire_claimed(delivery, "retry window passed before the next attempt", now)
+                .await?;
+            tracing::info!(delivery = %delivery.id, outcome = "expired", "delivery expired: retry window passed");
+            return Ok(());
+        }
+        let endpoint = self.store.endpoint_by_id(&delivery.endpoint_id).await?;
+        if endpoint.state != "active" {
+            return self.store.release_claim(delivery, now).await;
+        }
+        if endpoint.circuit_state == "open" && !self.store.try_half_open(&endpoint.id, now).await? {
+            // Another worker holds the single half-open trial.
+            return self.store.release_claim(delivery, now).await;
+        }
+        let slots = self.slots_for(&endpoint);
+        let _permit = slots
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::NotFound)?;
+        let now = self.clock.now();
+        if let Some(free_at) = self.over_rate_limit(&endpoint, now) {
+            return self.store.postpone_claim(delivery, free_at, now).await;
+        }
+        let event = self.store.event_of(delivery).await?;
+        let mut secrets = vec![endpoint.secret.as_str()];
+        if let (Some(old), Some(until)) = (
+            &endpoint.previous_secret,
+            endpoint.previous_secret_expires_at,
+        ) {
+            if until > now.millis() {
+                secrets.push(old.as_str());
+            }
+        }
+        let hook = self
+            .fault_hook
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(delivery);
+        }
+        let out = Outgoing {
+            url: &endpoint.url,
+            event_id: &event.id,
+            body: &event.payload,
+            secrets,
+            now,
+        };
+        let sent = request::send(&self.client, out, &self.settings)
+            .await
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        self.record(delivery, &endpoint, sent, now).await
+    }
+
+    async fn record(
+        &self,
+        delivery: &Delivery,
+        endpoint: &Endpoint,
+        sent: Sent,
+        started: Timestamp,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let verdict = classify(sent.status);
+        let failed_count = u32::try_from(delivery.attempts + 1).unwrap_or(u32::MAX);
+        let mut reason = sent.error.clone();
+        let transition = match verdict {
+            Verdict::Delivered => Transition::Delivered,
+            Verdict::Failed | Verdict::Gone => Transition::Failed,
+            Verdict::Retry | Verdict::RetryAmbiguous => {
+                self.retry_or_expire(delivery, &sent, failed_count, now, &mut reason)
+            }
+        };
+        let record = AttemptRecord {
+            attempt: delivery.attempt_seq + 1,
+            started_at: started.millis(),
+            duration_ms: i64::try_from(sent.duration.as_millis()).unwrap_or(i64::MAX),
+            request_headers: serde_json::to_string(&sent.request_headers).unwrap_or_default(),
+            response_status: sent.status.map(i64::from),
+            response_headers: Some(
+                serde_json::to_string(&sent.response_headers).unwrap_or_default(),
+            ),
+            response_body: sent.status.map(|_| sent.body.clone()),
+            error: reason,
+            classification: verdict.as_str().to_string(),
+        };
+        self.store
+            .complete_attempt(delivery, &record, transition, now)
+            .await?;
+        let host = url::Url::parse(&endpoint.url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_default();
+        tracing::info!(
+            delivery = %delivery.id,
+            endpoint = %endpoint.id,
+            host = %host,
+            attempt = record.attempt,
+            status = ?sent.status,
+            duration_ms = record.duration_ms,
+            outcome = verdict.as_str(),
+            "attempt"
+        );
+        if !matches!(transition, Transition::Retry { .. }) {
+            tracing::info!(delivery = %delivery.id, endpoint = %endpoint.id, final_state = ?transition, "delivery finished");
+        }
+        self.update_endpoint_health(endpoint, verdict, transition, now)
+            .await
+    }
+
+    fn retry_or_expire(
+        &self,
+        delivery: &Delivery,
+        sent: &Sent,
+        failed_count: u32,
+        now: Timestamp,
+        reason: &mut Option<String>,
+    ) -> Transition {
+        if failed_count >= self.settings.max_attempts {
+            *reason = Some(format!("gave up after {failed_count} attempts"));
+            return Transition::Expired;
+        }
+        let backoff = self
+            .settings
+            .backoff
+            .delay(failed_count, &mut rand::thread_rng());
+        let asked = match sent.status {
+            Some(429 | 503) => sent
+                .retry_after
+                .as_deref()
+                .and_then(|v| retry_after::parse(v, now)),
+            _ => None,
+        };
+        let delay = asked.map_or(backoff, |a| a.max(backoff));
+        let next = now.plus(delay);
+        if next.millis() >= delivery.give_up_at {
+            *reason = Some(match asked {
+                Some(a) if a >= backoff => format!(
+                    "the receiver asked to wait {}s (Retry-After), past the retry window",
+                    a.as_secs()
+                ),
+                _ => "the next attempt would fall past the retry window".to_string(),
+            });
+            return Transition::Expired;
+        }
+        Transition::Retry {
+            next_attempt_at: next,
+        }
+    }
+
+    async fn update_endpoint_health(
+        &self,
+        endpoint: &Endpoint,
+        verdict: Verdict,
+        transition: Transition,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        if verdict == Verdict::Delivered {
+            return self.store.endpoint_succeeded(&endpoint.id, now).await;
+        }
+        let updated = self
+            .store
+            .endpoint_failed(
+                &endpoint.id,
+                verdict.is_retry(),
+                verdict.is_permanent_failure(),
+                now,
+            )
+            .await?;
+        if verdict.is_retry() && updated.transient_streak >= self.settings.circuit_threshold {
+            let grown =
+                Duration::from_millis(u64::try_from(updated.circuit_cooldown_ms).unwrap_or(0) * 2);
+            let cooldown = grown
+                .max(self.settings.circuit_base_cooldown)
+                .min(self.settings.circuit_max_cooldown);
+            let ms = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
+            self.store
+                .open_circuit(&endpoint.id, now.plus(cooldown), ms, now)
+                .await?;
+            tracing::warn!(endpoint = %endpoint.id, cooldown_s = cooldown.as_secs(), "circuit opened");
+        } else if updated.circuit_state == "half_open" {
+            // A permanent answer to the trial still shows the receiver is up.
+            self.store.endpoint_succeeded(&endpoint.id, now).await?;
+        }
+        let dead_lettered = matches!(transition, Transition::Failed | Transition::Expired);
+        let failing_for = updated
+            .failing_since
+            .map(|since| Timestamp(since).until(now));
+        let reason = if verdict == Verdict::Gone {
+            Some("the endpoint answered 410 Gone".to_string())
+        } else if updated.failure_streak >= self.settings.dead_streak {
+            Some(format!(
+                "{} permanent failures in a row",
+                updated.failure_streak
+            ))
+        } else if dead_lettered && failing_for.is_some_and(|d| d >= self.settings.dead_after) {
+            Some("no successful delivery for 24 hours while deliveries dead-letter".to_string())
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            if self
+                .store
+                .pause_dead_endpoint(&endpoint.id, &reason, now)
+                .await?
+            {
+                tracing::warn!(endpoint = %endpoint.id, reason = %reason, "endpoint paused");
+                let subject = format!("Endpoint paused: {}", endpoint.url);
+                let body = format!(
+                    "We paused deliveries to {} because {reason}. New events keep queueing; \
+                     resume the endpoint once the receiver is fixed and the queue drains.",
+                    endpoint.url
+                );
+                self.store
+                    .add_notification(
+                        &endpoint.account_id,
+                        Some(&endpoint.id),
+                        "endpoint_paused",
+                        &subject,
+                        &body,
+                        now,
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    fn slots_for(&self, endpoint: &Endpoint) -> Arc<Semaphore> {
+        let size = endpoint.max_in_flight.max(1);
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = slots
+            .entry(endpoint.id.clone())
+            .or_insert_with(|| (size, Arc::new(Semaphore::new(size as usize))));
+        if entry.0 != size {
+            *entry = (size, Arc::new(Semaphore::new(size as usize)));
+        }
+        Arc::clone(&entry.1)
+    }
+
+    /// A fixed one-second window per endpoint on the engine's clock. Returns
+    /// when the next slot frees up if this start would exceed the limit.
+    fn over_rate_limit(&self, endpoint: &Endpoint, now: Timestamp) -> Option<Timestamp> {
+        let limit = endpoint.rate_limit_per_sec.filter(|l| *l > 0)?;
+        let second = now.millis().div_euclid(1000);
+        let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
+        let window = rate.entry(endpoint.id.clone()).or_insert((second, 0));
+        if window.0 != second {
+            *window = (second, 0);
+        }
+        if window.1 >= limit {
+            return Some(Timestamp((second + 1) * 1000));
+        }
+        window.1 += 1;
+        None
+    }
+}

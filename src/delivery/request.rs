@@ -1,0 +1,143 @@
+//! One signed POST to a receiver, and what came back.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{header, redirect, Client};
+
+use super::{settings::DeliverySettings, signing};
+use crate::clock::Timestamp;
+
+pub const USER_AGENT: &str = concat!("Dakghar-Webhooks/", env!("CARGO_PKG_VERSION"));
+
+pub fn client(settings: &DeliverySettings) -> reqwest::Result<Client> {
+    Client::builder()
+        .user_agent(USER_AGENT)
+        .connect_timeout(settings.connect_timeout)
+        .timeout(settings.request_timeout)
+        // A redirect is the receiver's answer, recorded and retried, never followed.
+        .redirect(redirect::Policy::none())
+        .build()
+}
+
+#[derive(Debug)]
+pub struct Sent {
+    pub request_headers: Vec<(String, String)>,
+    pub status: Option<u16>,
+    pub response_headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub error: Option<String>,
+    pub retry_after: Option<String>,
+    pub duration: Duration,
+}
+
+pub struct Outgoing<'a> {
+    pub url: &'a str,
+    pub event_id: &'a str,
+    pub body: &'a [u8],
+    pub secrets: Vec<&'a str>,
+    pub now: Timestamp,
+}
+
+/// Signs and sends; never fails itself: every problem becomes part of `Sent`.
+pub async fn send(
+    client: &Client,
+    out: Outgoing<'_>,
+    settings: &DeliverySettings,
+) -> Result<Sent, signing::SigningError> {
+    let timestamp = out.now.unix_seconds();
+    let signature = signing::signature_header(&out.secrets, out.event_id, timestamp, out.body)?;
+    let request_headers = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        ("user-agent".to_string(), USER_AGENT.to_string()),
+        ("webhook-id".to_string(), out.event_id.to_string()),
+        ("webhook-timestamp".to_string(), timestamp.to_string()),
+        ("webhook-signature".to_string(), signature.clone()),
+    ];
+    let started = Instant::now();
+    let result = client
+        .post(out.url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("webhook-id", out.event_id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .body(out.body.to_vec())
+        .send()
+        .await;
+    let mut sent = Sent {
+        request_headers,
+        status: None,
+        response_headers: Vec::new(),
+        body: Vec::new(),
+        error: None,
+        retry_after: None,
+        duration: Duration::ZERO,
+    };
+    match result {
+        Ok(mut res) => {
+            sent.status = Some(res.status().as_u16());
+            sent.retry_after = res
+                .headers()
+                .get(header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            sent.response_headers = res
+                .headers()
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            // Read no more than the cap, keep the first bytes, drop the rest.
+            let mut read = 0usize;
+            loop {
+                match res.chunk().await {
+                    Ok(Some(chunk)) => {
+                        read += chunk.len();
+                        let room = settings.response_keep.saturating_sub(sent.body.len());
+                        sent.body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        if read >= settings.response_read_cap {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        sent.error = Some(format!("reading the response failed: {}", describe(&e)));
+                        break;
+                    }
+                }
+            }
+        }
+        Err(e) => sent.error = Some(describe(&e)),
+    }
+    sent.duration = started.elapsed();
+    Ok(sent)
+}
+
+/// A short reason without the URL (which may carry tokens in its query).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else if e.is_body() || e.is_decode() {
+        "response body error"
+    } else if e.is_request() {
+        "request error"
+    } else {
+        "error"
+    };
+    let mut cause = String::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        cause = s.to_string();
+        source = s.source();
+    }
+    if cause.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {cause}")
+    }
+}

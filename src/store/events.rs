@@ -1,0 +1,230 @@
+//! Reading events for the API and dashboard, resending deliveries, and the
+//! notification outbox and replay audit log.
+
+use super::{Delivery, Event, Notification, Pool, Result, Store, StoreError};
+use crate::{clock::Timestamp, ids};
+
+#[derive(Debug, Default, Clone)]
+pub struct EventFilter {
+    /// Events with at least one delivery in this state.
+    pub state: Option<String>,
+    pub event_type: Option<String>,
+    /// Events with a delivery to this endpoint.
+    pub endpoint_id: Option<String>,
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    /// Continue after this (created_at, id), newest first.
+    pub after: Option<(i64, String)>,
+}
+
+#[derive(Debug)]
+pub struct EventPage {
+    pub events: Vec<(Event, Vec<Delivery>)>,
+    /// Pass back as `after` for the next page; `None` on the last page.
+    pub next: Option<(i64, String)>,
+}
+
+impl Store {
+    /// Newest first, keyset-paginated on (created_at, id): no OFFSET, no COUNT.
+    pub async fn list_events(
+        &self,
+        account_id: &str,
+        filter: &EventFilter,
+        limit: i64,
+    ) -> Result<EventPage> {
+        let sql = "SELECT e.* FROM events e WHERE e.account_id = $1 \
+                   AND ($2 IS NULL OR e.event_type = $2) \
+                   AND ($3 IS NULL OR e.created_at >= $3) \
+                   AND ($4 IS NULL OR e.created_at < $4) \
+                   AND ($5 IS NULL OR e.created_at < $5 OR (e.created_at = $5 AND e.id < $6)) \
+                   AND ($7 IS NULL OR EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
+                        AND d.event_id = e.id AND d.state = $7)) \
+                   AND ($8 IS NULL OR EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
+                        AND d.event_id = e.id AND d.endpoint_id = $8)) \
+                   ORDER BY e.created_at DESC, e.id DESC LIMIT $9";
+        let (after_at, after_id) = match &filter.after {
+            Some((at, id)) => (Some(*at), Some(id.clone())),
+            None => (None, None),
+        };
+        let mut events = on_pool!(self, |p| sqlx::query_as::<_, Event>(sql)
+            .bind(account_id)
+            .bind(&filter.event_type)
+            .bind(filter.since.map(Timestamp::millis))
+            .bind(filter.until.map(Timestamp::millis))
+            .bind(after_at)
+            .bind(&after_id)
+            .bind(&filter.state)
+            .bind(&filter.endpoint_id)
+            .bind(limit + 1)
+            .fetch_all(p)
+            .await)?;
+        let has_more = events.len() as i64 > limit;
+        events.truncate(limit.max(0) as usize);
+        let next = has_more
+            .then(|| events.last().map(|e| (e.created_at, e.id.clone())))
+            .flatten();
+        let mut page = Vec::with_capacity(events.len());
+        for event in events {
+            let deliveries = self.deliveries_of_event(account_id, &event.id).await?;
+            page.push((event, deliveries));
+        }
+        Ok(EventPage { events: page, next })
+    }
+
+    /// A delivery of this account; another account's id is not found.
+    pub async fn account_delivery(&self, account_id: &str, id: &str) -> Result<Delivery> {
+        let sql = "SELECT * FROM deliveries WHERE account_id = $1 AND id = $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    /// Resend (SPEC §5): from delivered, failed or expired back to pending,
+    /// due now, with a fresh deadline and backoff counter; history is kept.
+    pub async fn resend_delivery(
+        &self,
+        account_id: &str,
+        id: &str,
+        give_up_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<Delivery> {
+        let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
+                   give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $1 \
+                   WHERE account_id = $3 AND id = $4 \
+                   AND state IN ('delivered', 'failed', 'expired') RETURNING *";
+        let updated = on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(now.millis())
+            .bind(give_up_at.millis())
+            .bind(account_id)
+            .bind(id)
+            .fetch_optional(p)
+            .await)?;
+        match updated {
+            Some(d) => Ok(d),
+            None => {
+                // Tell "no such delivery" from "not in a state that can be resent".
+                self.account_delivery(account_id, id).await?;
+                Err(StoreError::Conflict(
+                    "a pending or in-flight attempt for this delivery",
+                ))
+            }
+        }
+    }
+
+    /// Ends a claimed delivery without an attempt (its deadline passed while
+    /// it waited), recording why.
+    pub async fn expire_claimed(
+        &self,
+        claimed: &Delivery,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'expired', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, last_error = $1, finished_at = $2, updated_at = $2 \
+                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LostClaim(claimed.id.clone()))
+        }
+    }
+
+    /// Hands a claimed delivery back for later without counting an attempt
+    /// (rate limit, half-open circuit busy).
+    pub async fn postpone_claim(
+        &self,
+        claimed: &Delivery,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, next_attempt_at = $1, updated_at = $2 \
+                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(until.millis())
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::LostClaim(claimed.id.clone()))
+        }
+    }
+
+    pub async fn event_of(&self, delivery: &Delivery) -> Result<Event> {
+        self.event(&delivery.account_id, &delivery.event_id).await
+    }
+
+    pub async fn add_notification(
+        &self,
+        account_id: &str,
+        endpoint_id: Option<&str>,
+        kind: &str,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<Notification> {
+        let sql = "INSERT INTO notifications (id, account_id, endpoint_id, kind, subject, body, created_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
+            .bind(ids::new_id(ids::NOTIFICATION))
+            .bind(account_id)
+            .bind(endpoint_id)
+            .bind(kind)
+            .bind(subject)
+            .bind(body)
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn notifications(&self, account_id: &str) -> Result<Vec<Notification>> {
+        let sql = "SELECT * FROM notifications WHERE account_id = $1 ORDER BY created_at DESC, id";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// The replay audit log: who resent what, and how many.
+    pub async fn record_replay(
+        &self,
+        account_id: Option<&str>,
+        actor: &str,
+        kind: &str,
+        criteria: &str,
+        count: i64,
+        now: Timestamp,
+    ) -> Result<()> {
+        let sql = "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7)";
+        on_pool!(self, |p| sqlx::query(sql)
+            .bind(ids::new_id(ids::REPLAY))
+            .bind(account_id)
+            .bind(actor)
+            .bind(kind)
+            .bind(criteria)
+            .bind(count)
+            .bind(now.millis())
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+}

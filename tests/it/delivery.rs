@@ -1,0 +1,627 @@
+//! The delivery engine and REST API end to end: real server, real receiver,
+//! real database on both backends, the test clock.
+
+use std::time::Duration;
+
+use dakghar::{
+    auth::api_key,
+    clock::{Clock, Timestamp},
+    store::{DeliveryState, Store},
+};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::{
+    helpers::{spawn_app, TestApp},
+    receiver::Receiver,
+};
+
+on_both_backends!(
+    a_signed_event_reaches_the_receiver_and_verifies,
+    five_hundreds_are_retried_with_backoff_until_delivered,
+    gone_fails_at_once_and_pauses_the_endpoint,
+    not_found_is_retried,
+    retry_after_is_honoured,
+    deliveries_expire_by_window_and_by_attempts,
+    a_worker_panic_leaves_the_delivery_untouched,
+    ingest_rejects_bad_input_and_is_idempotent,
+    another_accounts_ids_are_not_found,
+    resend_resets_the_delivery_and_keeps_history,
+);
+
+struct Api {
+    app: TestApp,
+    key: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    async fn new(store: Store) -> Api {
+        let app = spawn_app(store).await;
+        let key = Self::key_for(&app, "acme").await;
+        Api {
+            app,
+            key,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    async fn key_for(app: &TestApp, account: &str) -> String {
+        let acc = app
+            .store
+            .create_account(account, app.clock.now())
+            .await
+            .unwrap();
+        let k = api_key::generate();
+        app.store
+            .create_api_key(&acc.id, &k.prefix, &k.hash, false, app.clock.now())
+            .await
+            .unwrap();
+        k.key
+    }
+
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call_as(&self.key, method, path, body).await
+    }
+
+    async fn call_as(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method, self.app.url(path))
+            .bearer_auth(key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn endpoint(&self, receiver: &Receiver) -> Value {
+        let (s, ep) = self
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/endpoints",
+                Some(json!({ "url": receiver.url })),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{ep}");
+        receiver.verify_with(ep["secret"].as_str().unwrap());
+        ep
+    }
+
+    async fn send(&self, body: Value) -> Value {
+        let (s, out) = self
+            .call(reqwest::Method::POST, "/api/v1/events", Some(body))
+            .await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{out}");
+        out
+    }
+
+    async fn detail(&self, id: &str) -> Value {
+        let (s, d) = self
+            .call(reqwest::Method::GET, &format!("/api/v1/events/{id}"), None)
+            .await;
+        assert_eq!(s, StatusCode::OK, "{d}");
+        d
+    }
+
+    async fn tick(&self) -> usize {
+        self.app.engine.tick().await.unwrap()
+    }
+
+    fn advance(&self, d: Duration) {
+        self.app.clock.advance(d);
+    }
+
+    async fn delivery(&self, event: &Value) -> dakghar::store::Delivery {
+        let id = event["deliveries"][0]["id"].as_str().unwrap();
+        self.app.store.delivery(id).await.unwrap()
+    }
+}
+
+async fn a_signed_event_reaches_the_receiver_and_verifies(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+
+    let ev = api
+        .send(json!({ "id": "evt_first", "type": "invoice.paid", "payload": {"amount": 42, "note": "héllo ✓"} }))
+        .await;
+    assert_eq!(ev["id"], "evt_first");
+    assert_eq!(ev["deliveries"].as_array().unwrap().len(), 1);
+    assert_eq!(api.tick().await, 1);
+
+    let got = rx.got();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        got[0].verified,
+        Some(true),
+        "standardwebhooks accepts the signature"
+    );
+    assert_eq!(got[0].headers["webhook-id"], "evt_first");
+    assert_eq!(got[0].headers["content-type"], "application/json");
+    assert!(got[0].headers["user-agent"]
+        .to_str()
+        .unwrap()
+        .starts_with("Dakghar"));
+    assert_eq!(
+        &got[0].body[..],
+        r#"{"amount":42,"note":"héllo ✓"}"#.as_bytes(),
+        "the payload byte for byte"
+    );
+
+    let d = api.detail("evt_first").await;
+    let delivery = &d["deliveries"][0];
+    assert_eq!(delivery["state"], "delivered");
+    let attempt = &delivery["attempts"][0];
+    assert_eq!(
+        (attempt["attempt"].as_i64(), attempt["status"].as_i64()),
+        (Some(1), Some(200))
+    );
+    assert_eq!(attempt["response_snippet"], "receiver says hi");
+    assert!(attempt["explanation"]
+        .as_str()
+        .unwrap()
+        .starts_with("200 OK"));
+    assert_eq!(d["payload"]["note"], "héllo ✓");
+}
+
+async fn five_hundreds_are_retried_with_backoff_until_delivered(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    rx.script(&[500, 500]);
+    let ev = api.send(json!({ "type": "t", "payload": {"n": 1} })).await;
+
+    assert_eq!(api.tick().await, 1);
+    let after_first = api.delivery(&ev).await;
+    assert_eq!(after_first.state(), Some(DeliveryState::Pending));
+    let wait1 = after_first.next_attempt_at - api.app.clock.now().millis();
+    assert!(
+        (30_000..=60_000).contains(&wait1),
+        "first backoff in [30 s, 60 s]: {wait1}"
+    );
+    assert_eq!(api.tick().await, 0, "not before its time");
+
+    api.advance(Duration::from_millis(wait1 as u64));
+    assert_eq!(api.tick().await, 1);
+    let after_second = api.delivery(&ev).await;
+    let wait2 = after_second.next_attempt_at - api.app.clock.now().millis();
+    assert!(
+        (60_000..=120_000).contains(&wait2),
+        "second backoff in [60 s, 120 s]: {wait2}"
+    );
+
+    api.advance(Duration::from_millis(wait2 as u64));
+    assert_eq!(api.tick().await, 1);
+    let done = api.delivery(&ev).await;
+    assert_eq!(done.state(), Some(DeliveryState::Delivered));
+    assert_eq!(done.attempt_seq, 3);
+
+    let got = rx.got();
+    assert_eq!(got.len(), 3);
+    assert!(got.iter().all(|g| g.verified == Some(true)));
+    let ids: Vec<_> = got
+        .iter()
+        .map(|g| g.headers["webhook-id"].clone())
+        .collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] == w[1]),
+        "same webhook-id on every attempt"
+    );
+    assert!(
+        got.windows(2).all(|w| w[0].body == w[1].body),
+        "identical body bytes"
+    );
+    assert_ne!(
+        got[0].headers["webhook-timestamp"], got[2].headers["webhook-timestamp"],
+        "fresh timestamp"
+    );
+    let d = api.detail(ev["id"].as_str().unwrap()).await;
+    let statuses: Vec<_> = d["deliveries"][0]["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["status"].as_i64().unwrap())
+        .collect();
+    assert_eq!(statuses, vec![500, 500, 200]);
+}
+
+async fn gone_fails_at_once_and_pauses_the_endpoint(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    rx.script(&[410]);
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    api.tick().await;
+
+    let d = api.delivery(&ev).await;
+    assert_eq!((d.state(), d.attempt_seq), (Some(DeliveryState::Failed), 1));
+    let (_, ep_now) = api
+        .call(
+            reqwest::Method::GET,
+            &format!("/api/v1/endpoints/{}", ep["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(ep_now["state"], "paused");
+    assert!(ep_now["pause_reason"].as_str().unwrap().contains("410"));
+    let acc = api
+        .app
+        .store
+        .endpoint_by_id(ep["id"].as_str().unwrap())
+        .await
+        .unwrap()
+        .account_id;
+    let notes = api.app.store.notifications(&acc).await.unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].kind, "endpoint_paused");
+
+    // A paused endpoint still queues, and resume drains the queue.
+    let queued = api
+        .send(json!({ "type": "t", "payload": {"later": true} }))
+        .await;
+    assert_eq!(api.tick().await, 0, "nothing sent while paused");
+    let (s, _) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/v1/endpoints/{}/resume", ep["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(api.tick().await, 1);
+    assert_eq!(
+        api.delivery(&queued).await.state(),
+        Some(DeliveryState::Delivered)
+    );
+}
+
+async fn not_found_is_retried(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    rx.script(&[404]);
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    api.tick().await;
+    let d = api.delivery(&ev).await;
+    assert_eq!(d.state(), Some(DeliveryState::Pending));
+    let e = api
+        .app
+        .store
+        .endpoint_by_id(ep["id"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(e.failure_streak, 1, "404 counts toward the failure streak");
+}
+
+async fn retry_after_is_honoured(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    rx.script_with_headers(429, vec![("retry-after", "120".into())]);
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    api.tick().await;
+    let d = api.delivery(&ev).await;
+    let wait = d.next_attempt_at - api.app.clock.now().millis();
+    assert!(
+        wait >= 120_000,
+        "waits at least the 120 s asked for: {wait}"
+    );
+
+    // A wait past the retry window expires the delivery now, saying why.
+    let rx2 = Receiver::start().await;
+    let (_, ep2) = api
+        .call(
+            reqwest::Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({ "url": rx2.url, "event_types": ["slow"] })),
+        )
+        .await;
+    assert!(ep2["id"].is_string());
+    rx2.script_with_headers(503, vec![("retry-after", "99999999999999".into())]);
+    let slow = api.send(json!({ "type": "slow", "payload": {} })).await;
+    api.tick().await;
+    let to_rx2 = slow["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["endpoint_id"] == ep2["id"])
+        .unwrap();
+    let s = api
+        .app
+        .store
+        .delivery(to_rx2["id"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(s.state(), Some(DeliveryState::Expired));
+    assert!(s.last_error.unwrap().contains("Retry-After"));
+}
+
+async fn deliveries_expire_by_window_and_by_attempts(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    rx.script(&[500; 40]);
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    api.tick().await;
+    api.advance(Duration::from_secs(72 * 3600));
+    api.tick().await;
+    let d = api.delivery(&ev).await;
+    assert_eq!(d.state(), Some(DeliveryState::Expired));
+    assert_eq!(d.attempt_seq, 1, "no attempt after the window");
+
+    // By attempts: 16 failures, each after its backoff.
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    for _ in 0..16 {
+        api.tick().await;
+        api.advance(Duration::from_secs(3600));
+    }
+    let d = api.delivery(&ev).await;
+    assert_eq!(
+        d.state(),
+        Some(DeliveryState::Expired),
+        "{:?}",
+        d.last_error
+    );
+    assert_eq!(d.attempt_seq, 16);
+    assert!(d.last_error.unwrap().contains("16 attempts"));
+}
+
+async fn a_worker_panic_leaves_the_delivery_untouched(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    let before = api.delivery(&ev).await;
+    api.app.engine.set_fault_hook(Some(std::sync::Arc::new(|_| {
+        panic!("planted worker fault")
+    })));
+    assert_eq!(api.tick().await, 1);
+    let after = api.delivery(&ev).await;
+    assert_eq!(after.state(), Some(DeliveryState::Pending));
+    assert_eq!(
+        (after.attempts, after.attempt_seq, after.next_attempt_at),
+        (before.attempts, before.attempt_seq, before.next_attempt_at)
+    );
+    assert!(rx.got().is_empty());
+
+    api.app.engine.set_fault_hook(None);
+    assert_eq!(api.tick().await, 1, "the worker keeps running");
+    assert_eq!(
+        api.delivery(&ev).await.state(),
+        Some(DeliveryState::Delivered)
+    );
+}
+
+async fn ingest_rejects_bad_input_and_is_idempotent(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    let url = api.app.url("/api/v1/events");
+    let post = |key: &str, ctype: &str, body: Vec<u8>| {
+        api.http
+            .post(&url)
+            .bearer_auth(key)
+            .header("content-type", ctype)
+            .body(body)
+            .send()
+    };
+    let error_of = |res: reqwest::Response| async move {
+        let status = res.status();
+        let v: Value = res.json().await.unwrap();
+        (
+            status,
+            v["error"]["code"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    let json = "application/json";
+    let cases: Vec<(&str, &str, Vec<u8>, StatusCode, &str)> = vec![
+        (
+            "dk_unknown",
+            json,
+            br#"{"type":"t","payload":{}}"#.to_vec(),
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        ),
+        (
+            &api.key,
+            "text/plain",
+            br#"{"type":"t","payload":{}}"#.to_vec(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+        (
+            &api.key,
+            json,
+            b"{not json".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            &api.key,
+            json,
+            b"".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+        ),
+        (
+            &api.key,
+            json,
+            br#"{"payload":{}}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "missing_type",
+        ),
+        (
+            &api.key,
+            json,
+            br#"{"type":"t"}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "missing_payload",
+        ),
+        (
+            &api.key,
+            json,
+            format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(300 * 1024)).into_bytes(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+        ),
+    ];
+    for (key, ctype, body, status, code) in cases {
+        let (s, c) = error_of(post(key, ctype, body).await.unwrap()).await;
+        assert_eq!((s, c.as_str()), (status, code));
+    }
+    let missing = api
+        .http
+        .post(&url)
+        .header("content-type", json)
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        api.app
+            .store
+            .count_deliveries(DeliveryState::Pending)
+            .await
+            .unwrap(),
+        0,
+        "nothing stored"
+    );
+
+    let first = api
+        .send(json!({ "id": "order-1", "type": "t", "payload": {"v": 1} }))
+        .await;
+    let again = api
+        .send(json!({ "id": "order-1", "type": "t", "payload": {"v": 2} }))
+        .await;
+    assert_eq!(first, again, "the first result, nothing new");
+    let by_header = api
+        .http
+        .post(&url)
+        .bearer_auth(&api.key)
+        .header("idempotency-key", "order-1")
+        .json(&json!({ "type": "t", "payload": {} }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_header.json::<Value>().await.unwrap(), first);
+    assert_eq!(
+        api.app
+            .store
+            .count_deliveries(DeliveryState::Pending)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+async fn another_accounts_ids_are_not_found(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    let other = Api::key_for(&api.app, "other").await;
+    let ep_id = ep["id"].as_str().unwrap();
+    let dlv = ev["deliveries"][0]["id"].as_str().unwrap();
+    let evt = ev["id"].as_str().unwrap();
+    use reqwest::Method as M;
+    for (m, path) in [
+        (M::GET, format!("/api/v1/endpoints/{ep_id}")),
+        (M::PATCH, format!("/api/v1/endpoints/{ep_id}")),
+        (M::DELETE, format!("/api/v1/endpoints/{ep_id}")),
+        (M::POST, format!("/api/v1/endpoints/{ep_id}/pause")),
+        (M::POST, format!("/api/v1/endpoints/{ep_id}/rotate-secret")),
+        (M::GET, format!("/api/v1/events/{evt}")),
+        (M::POST, format!("/api/v1/deliveries/{dlv}/resend")),
+    ] {
+        let body = (m == M::PATCH).then(|| json!({ "description": "x" }));
+        let (s, v) = api.call_as(&other, m.clone(), &path, body).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{m} {path}: {v}");
+        assert_eq!(v["error"]["code"], "not_found");
+    }
+    let (_, list) = api.call_as(&other, M::GET, "/api/v1/events", None).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 0);
+    let (_, e) = api
+        .call(M::GET, &format!("/api/v1/endpoints/{ep_id}"), None)
+        .await;
+    assert_eq!(e["state"], "active", "nothing changed");
+
+    let (s, v) = api
+        .call(
+            M::POST,
+            "/api/v1/endpoints",
+            Some(json!({ "url": "ftp://example.com/" })),
+        )
+        .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid_url"))
+    );
+}
+
+async fn resend_resets_the_delivery_and_keeps_history(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    rx.script(&[400]);
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    api.tick().await;
+    let failed = api.delivery(&ev).await;
+    assert_eq!(failed.state(), Some(DeliveryState::Failed));
+
+    let (s, _) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/v1/deliveries/{}/resend", failed.id),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let reset = api.delivery(&ev).await;
+    assert_eq!(
+        (reset.state(), reset.attempts, reset.last_error.clone()),
+        (Some(DeliveryState::Pending), 0, None)
+    );
+    assert_eq!(
+        reset.give_up_at,
+        api.app
+            .clock
+            .now()
+            .plus(Duration::from_secs(72 * 3600))
+            .millis()
+    );
+    api.tick().await;
+    let done = api.delivery(&ev).await;
+    assert_eq!(
+        (done.state(), done.attempt_seq),
+        (Some(DeliveryState::Delivered), 2),
+        "attempt numbers continue"
+    );
+
+    let (s, v) = api
+        .call(
+            reqwest::Method::GET,
+            &format!(
+                "/api/v1/events?state=delivered&since={}",
+                Timestamp(0).to_rfc3339()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["data"].as_array().unwrap().len(), 1);
+}

@@ -1,0 +1,99 @@
+//! A real HTTP receiver on 127.0.0.1, scripted per test: it answers with the
+//! queued statuses (then 200), records every request, and verifies
+//! signatures independently with the `standardwebhooks` crate.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, Mutex},
+};
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    Router,
+};
+
+#[derive(Debug, Clone)]
+pub struct Got {
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub verified: Option<bool>,
+}
+
+/// A status to answer with and extra response headers.
+type Answer = (u16, Vec<(&'static str, String)>);
+
+#[derive(Default)]
+struct Inner {
+    script: Mutex<VecDeque<Answer>>,
+    got: Mutex<Vec<Got>>,
+    secret: Mutex<Option<String>>,
+}
+
+#[derive(Clone)]
+pub struct Receiver {
+    pub url: String,
+    inner: Arc<Inner>,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let inner = Arc::new(Inner::default());
+        let app = Router::new()
+            .fallback(answer)
+            .with_state(Arc::clone(&inner));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Receiver { url, inner }
+    }
+
+    /// Queues answers; once they run out the receiver answers 200.
+    pub fn script(&self, answers: &[u16]) {
+        let mut s = self.inner.script.lock().unwrap();
+        s.extend(answers.iter().map(|a| (*a, Vec::new())));
+    }
+
+    pub fn script_with_headers(&self, status: u16, headers: Vec<(&'static str, String)>) {
+        self.inner
+            .script
+            .lock()
+            .unwrap()
+            .push_back((status, headers));
+    }
+
+    pub fn verify_with(&self, secret: &str) {
+        *self.inner.secret.lock().unwrap() = Some(secret.to_string());
+    }
+
+    pub fn got(&self) -> Vec<Got> {
+        self.inner.got.lock().unwrap().clone()
+    }
+}
+
+async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let secret = inner.secret.lock().unwrap().clone();
+    let verified = secret.map(|s| {
+        standardwebhooks::Webhook::new(&s)
+            .and_then(|w| w.verify(&body, &headers))
+            .is_ok()
+    });
+    inner.got.lock().unwrap().push(Got {
+        headers,
+        body,
+        verified,
+    });
+    let (status, extra) = inner
+        .script
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or((200, Vec::new()));
+    let mut res = (StatusCode::from_u16(status).unwrap(), "receiver says hi").into_response();
+    for (k, v) in extra {
+        res.headers_mut().insert(k, v.parse().unwrap());
+    }
+    res
+}
