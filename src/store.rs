@@ -600,11 +600,7 @@ impl Store {
             .execute(p)
             .await
             .map(|r| r.rows_affected()))?;
-        if done == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LostClaim(claimed.id.clone()))
-        }
+        claim_held(done, claimed)
     }
 
     /// Returns `in_flight` rows whose lease has run out (a crashed or stuck
@@ -626,6 +622,16 @@ fn expect_one(rows: u64) -> Result<()> {
         Err(StoreError::NotFound)
     } else {
         Ok(())
+    }
+}
+
+/// An update guarded by the claim token touched no row: the claim was lost
+/// (rescued, or finished elsewhere).
+fn claim_held(rows: u64, claimed: &Delivery) -> Result<()> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LostClaim(claimed.id.clone()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `Retry-After` (RFC 9110 §10.2.3): delay-seconds or an HTTP-date.
 //! Anything else is ignored; nothing here can panic or overflow.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use crate::clock::Timestamp;
 
@@ -22,11 +22,6 @@ pub fn parse(value: &str, now: Timestamp) -> Option<Duration> {
         .ok()
         .and_then(|d| i64::try_from(d.as_millis()).ok())?;
     Some(now.until(Timestamp(date_ms)))
-}
-
-/// The current time as `SystemTime`, for formatting dates in tests and headers.
-pub fn to_system_time(t: Timestamp) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(u64::try_from(t.millis()).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Reading events for the API and dashboard, resending deliveries, and the
 //! notification outbox and replay audit log.
 
-use super::{Delivery, Event, Notification, Pool, Result, Store, StoreError};
+use super::{claim_held, Delivery, Event, Notification, Pool, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
 #[derive(Debug, Default, Clone)]
@@ -133,11 +133,7 @@ impl Store {
             .execute(p)
             .await
             .map(|r| r.rows_affected()))?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LostClaim(claimed.id.clone()))
-        }
+        claim_held(n, claimed)
     }
 
     /// Hands a claimed delivery back for later without counting an attempt
@@ -160,11 +156,7 @@ impl Store {
             .execute(p)
             .await
             .map(|r| r.rows_affected()))?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::LostClaim(claimed.id.clone()))
-        }
+        claim_held(n, claimed)
     }
 
     pub async fn event_of(&self, delivery: &Delivery) -> Result<Event> {
