@@ -3,7 +3,6 @@
 
 mod guard;
 mod login;
-pub mod resend_limit;
 
 use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
@@ -19,11 +18,12 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
 
 use crate::{
-    api::{self, events::RESENDS_PER_MINUTE},
+    api,
     auth::session::Sessions,
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
+    rate_window::FixedWindow,
     store::{Store, StoreError},
 };
 
@@ -34,7 +34,8 @@ pub struct Ctx {
     pub clock: SharedClock,
     pub config: ServeConfig,
     pub engine: Arc<Engine>,
-    pub resend_limit: resend_limit::ResendLimit,
+    /// Resends per endpoint per minute, shared by the API and the dashboard.
+    pub resends: FixedWindow,
 }
 
 #[derive(Clone, FromRef)]
@@ -83,7 +84,7 @@ impl Application {
                 clock,
                 config,
                 engine: Arc::clone(&engine),
-                resend_limit: resend_limit::ResendLimit::new(RESENDS_PER_MINUTE),
+                resends: FixedWindow::new(std::time::Duration::from_secs(60)),
             }),
         };
         let router = router(state).layer(sessions.layer(secure));

@@ -335,7 +335,11 @@ pub async fn resend(
             StoreError::NotFound => ApiError::not_found("delivery"),
             e => e.into(),
         })?;
-    if let Some(wait) = ctx.resend_limit.check(&delivery.endpoint_id, now) {
+    if let Some(free_at) = ctx
+        .resends
+        .take(&delivery.endpoint_id, RESENDS_PER_MINUTE, now)
+    {
+        let wait = u64::try_from((free_at.millis() - now.millis() + 999) / 1000).unwrap_or(60);
         return Err(ApiError::too_many_requests(
             wait,
             format!("at most {RESENDS_PER_MINUTE} resends per minute per endpoint; try again in {wait} s"),

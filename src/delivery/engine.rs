@@ -17,6 +17,7 @@ use super::{
 };
 use crate::{
     clock::{SharedClock, Timestamp},
+    rate_window::FixedWindow,
     store::{AttemptRecord, Delivery, Endpoint, Store, StoreError, Transition},
 };
 
@@ -30,7 +31,8 @@ pub struct Engine {
     settings: DeliverySettings,
     wake: Arc<Notify>,
     slots: Mutex<HashMap<String, (i64, Arc<Semaphore>)>>,
-    rate: Mutex<HashMap<String, (i64, i64)>>,
+    /// Starts per endpoint per second, for `rate_limit_per_sec`.
+    starts: FixedWindow,
     fault_hook: Mutex<Option<FaultHook>>,
 }
 
@@ -55,7 +57,7 @@ impl Engine {
             settings,
             wake: Arc::new(Notify::new()),
             slots: Mutex::new(HashMap::new()),
-            rate: Mutex::new(HashMap::new()),
+            starts: FixedWindow::new(Duration::from_secs(1)),
             fault_hook: Mutex::new(None),
         }))
     }
@@ -401,20 +403,10 @@ impl Engine {
         Arc::clone(&entry.1)
     }
 
-    /// A fixed one-second window per endpoint on the engine's clock. Returns
-    /// when the next slot frees up if this start would exceed the limit.
+    /// Returns when the next start frees up if this one would exceed the
+    /// endpoint's `rate_limit_per_sec`.
     fn over_rate_limit(&self, endpoint: &Endpoint, now: Timestamp) -> Option<Timestamp> {
         let limit = endpoint.rate_limit_per_sec.filter(|l| *l > 0)?;
-        let second = now.millis().div_euclid(1000);
-        let mut rate = self.rate.lock().unwrap_or_else(|e| e.into_inner());
-        let window = rate.entry(endpoint.id.clone()).or_insert((second, 0));
-        if window.0 != second {
-            *window = (second, 0);
-        }
-        if window.1 >= limit {
-            return Some(Timestamp((second + 1) * 1000));
-        }
-        window.1 += 1;
-        None
+        self.starts.take(&endpoint.id, limit, now)
     }
 }
