@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 use super::{
     caller::Caller,
     endpoint_url::EndpointUrl,
-    error::{ApiError, ApiResult},
+    error::{or_not_found, ApiError, ApiResult},
 };
 use crate::{
     clock::Timestamp,
     delivery::signing,
-    store::{Endpoint, EndpointPatch, NewEndpoint, StoreError},
+    store::{Endpoint, EndpointPatch, NewEndpoint},
     web::AppState,
 };
 
@@ -82,13 +82,6 @@ impl EndpointOut {
             failing_since: e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
             created_at: Timestamp(e.created_at).to_rfc3339(),
         }
-    }
-}
-
-fn not_found(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound => ApiError::not_found("endpoint"),
-        e => e.into(),
     }
 }
 
@@ -174,7 +167,7 @@ pub async fn get_one(
         .store
         .endpoint(&caller.account_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -201,7 +194,7 @@ pub async fn patch(
         .store
         .update_endpoint(&caller.account_id, &id, patch, ctx.clock.now())
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -215,7 +208,7 @@ pub async fn delete(
         .store
         .delete_endpoint(&caller.account_id, &id)
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -235,7 +228,7 @@ pub async fn pause(
             ctx.clock.now(),
         )
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -249,7 +242,7 @@ pub async fn resume(
         .store
         .resume_endpoint(&caller.account_id, &id, ctx.clock.now())
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     ctx.engine.wake();
     Ok(Json(EndpointOut::from(e, false)))
 }
@@ -272,6 +265,6 @@ pub async fn rotate_secret(
             now,
         )
         .await
-        .map_err(not_found)?;
+        .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, true)))
 }

@@ -74,6 +74,15 @@ impl ApiError {
     }
 }
 
+/// Maps a store miss to a 404 that names what was missing; any other store
+/// error as usual. Another account's id is a miss too.
+pub fn or_not_found(what: &'static str) -> impl Fn(StoreError) -> ApiError {
+    move |e| match e {
+        StoreError::NotFound => ApiError::not_found(what),
+        e => e.into(),
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::{
     caller::Caller,
-    error::{ApiError, ApiResult},
+    error::{or_not_found, ApiError, ApiResult},
 };
 use crate::{
     clock::Timestamp,
@@ -299,10 +299,7 @@ pub async fn get_one(
     let event = store
         .event(&caller.account_id, &id)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("event"),
-            e => e.into(),
-        })?;
+        .map_err(or_not_found("event"))?;
     let mut deliveries = Vec::new();
     for d in store.deliveries_of_event(&caller.account_id, &id).await? {
         let attempts = store.attempts_of_delivery(&d.id).await?;
@@ -331,10 +328,7 @@ pub async fn resend(
         .store
         .account_delivery(&caller.account_id, &id)
         .await
-        .map_err(|e| match e {
-            StoreError::NotFound => ApiError::not_found("delivery"),
-            e => e.into(),
-        })?;
+        .map_err(or_not_found("delivery"))?;
     if let Some(free_at) = ctx
         .resends
         .take(&delivery.endpoint_id, RESENDS_PER_MINUTE, now)

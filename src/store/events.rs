@@ -1,6 +1,8 @@
 //! Reading events for the API and dashboard, resending deliveries, and the
 //! notification outbox and replay audit log.
 
+use std::collections::HashMap;
+
 use super::{claim_held, Delivery, Event, Notification, Pool, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
@@ -63,12 +65,45 @@ impl Store {
         let next = has_more
             .then(|| events.last().map(|e| (e.created_at, e.id.clone())))
             .flatten();
-        let mut page = Vec::with_capacity(events.len());
-        for event in events {
-            let deliveries = self.deliveries_of_event(account_id, &event.id).await?;
-            page.push((event, deliveries));
+        let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+        let mut by_event: HashMap<String, Vec<Delivery>> = HashMap::new();
+        for d in self.deliveries_of_events(account_id, &ids).await? {
+            by_event.entry(d.event_id.clone()).or_default().push(d);
         }
+        let page = events
+            .into_iter()
+            .map(|e| {
+                let deliveries = by_event.remove(&e.id).unwrap_or_default();
+                (e, deliveries)
+            })
+            .collect();
         Ok(EventPage { events: page, next })
+    }
+
+    /// The deliveries of a page of events in one query, oldest first.
+    async fn deliveries_of_events(
+        &self,
+        account_id: &str,
+        event_ids: &[&str],
+    ) -> Result<Vec<Delivery>> {
+        if event_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (0..event_ids.len())
+            .map(|i| format!("${}", i + 2))
+            .collect();
+        let sql = format!(
+            "SELECT * FROM deliveries WHERE account_id = $1 AND event_id IN ({}) \
+             ORDER BY created_at, id",
+            placeholders.join(", ")
+        );
+        Ok(on_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Delivery>(&sql).bind(account_id);
+            for id in event_ids {
+                q = q.bind(*id);
+            }
+            q.fetch_all(p).await
+        })?)
     }
 
     /// A delivery of this account; another account's id is not found.

@@ -19,6 +19,7 @@ on_both_backends!(
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
     expired_leases_are_rescued_without_counting_an_attempt,
+    event_pages_carry_their_own_deliveries_and_continue_by_cursor,
 );
 
 const WINDOW: Duration = Duration::from_secs(72 * 3600);
@@ -658,4 +659,70 @@ async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
         )
         .await;
     assert!(matches!(late, Err(StoreError::LostClaim(_))));
+}
+
+async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: Store) {
+    let clock = TestClock::at(Timestamp(1_700_000_000_000));
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    let a = store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .await
+        .unwrap();
+    let b = store
+        .create_endpoint(
+            endpoint(&acc.id, "https://b.example/", &["two"]),
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    for (i, ty) in ["one", "two", "one", "two", "one"].iter().enumerate() {
+        clock.advance(Duration::from_secs(1));
+        store
+            .insert_event(
+                event(&acc.id, &format!("e{i}"), ty),
+                clock.now(),
+                clock.now().plus(WINDOW),
+            )
+            .await
+            .unwrap();
+    }
+
+    let mut seen = Vec::new();
+    let mut filter = dakghar::store::EventFilter::default();
+    loop {
+        let page = store.list_events(&acc.id, &filter, 2).await.unwrap();
+        for (ev, ds) in &page.events {
+            let mut targets: Vec<_> = ds.iter().map(|d| d.endpoint_id.clone()).collect();
+            targets.sort();
+            let mut expected = vec![a.id.clone()];
+            if ev.event_type == "two" {
+                expected.push(b.id.clone());
+                expected.sort();
+            }
+            assert_eq!(
+                targets, expected,
+                "{} carries exactly its own deliveries",
+                ev.id
+            );
+            assert!(ds.iter().all(|d| d.event_id == ev.id));
+            seen.push(ev.id.clone());
+        }
+        match page.next {
+            Some(after) => filter.after = Some(after),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        vec!["e4", "e3", "e2", "e1", "e0"],
+        "newest first, each once"
+    );
+
+    let only_b = dakghar::store::EventFilter {
+        endpoint_id: Some(b.id.clone()),
+        ..Default::default()
+    };
+    let page = store.list_events(&acc.id, &only_b, 10).await.unwrap();
+    let ids: Vec<_> = page.events.iter().map(|(e, _)| e.id.as_str()).collect();
+    assert_eq!(ids, vec!["e3", "e1"]);
 }
