@@ -10,7 +10,6 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod ids;
-pub mod rate_window;
 mod services;
 pub mod store;
 pub mod web;

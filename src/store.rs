@@ -81,9 +81,29 @@ macro_rules! on_pool {
 
 mod endpoints;
 mod events;
+mod rate;
 
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
+
+/// The ids a claim may take ($1 = now, $3 = batch size): due `pending`
+/// deliveries of active endpoints, oldest first, and per endpoint no more
+/// than its free in-flight slots, so a saturated endpoint waits in the queue
+/// instead of holding a worker. A closed circuit has `max_in_flight` slots;
+/// an open one none until its cooldown passes, then (and while half-open)
+/// one: the single trial. Valid on both backends.
+const CLAIMABLE: &str = "SELECT id FROM ( \
+       SELECT d.id, d.next_attempt_at, \
+              row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS place, \
+              CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
+                - COALESCE(busy.n, 0) AS free \
+       FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
+       LEFT JOIN (SELECT endpoint_id, count(*) AS n FROM deliveries \
+                  WHERE state = 'in_flight' GROUP BY endpoint_id) busy \
+              ON busy.endpoint_id = d.endpoint_id \
+       WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND e.state = 'active' \
+         AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
+     ) ranked WHERE place <= free ORDER BY next_attempt_at, id LIMIT $3";
 
 /// Where the SQLite database lives when no URL is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
@@ -503,9 +523,8 @@ impl Store {
 
     // ---- the queue ---------------------------------------------------------
 
-    /// Takes up to `limit` due deliveries of active endpoints whose circuit
-    /// is not open, oldest `next_attempt_at` first, and leases them until
-    /// `lease_until`. No two claimers ever receive the same row.
+    /// Takes up to `limit` claimable deliveries (see `CLAIMABLE`) and leases
+    /// them until `lease_until`. No two claimers ever receive the same row.
     pub async fn claim_due(
         &self,
         now: Timestamp,
@@ -601,6 +620,28 @@ impl Store {
             .await
             .map(|r| r.rows_affected()))?;
         claim_held(done, claimed)
+    }
+
+    /// Tells the workers of every node that work is due now. Within one
+    /// process the engine wakes its own workers; Postgres carries it further.
+    pub async fn announce_work(&self) -> Result<()> {
+        match &self.pool {
+            Pool::Sqlite(_) => Ok(()),
+            Pool::Postgres(p) => postgres::announce_work(p, self.pg_schema.as_deref()).await,
+        }
+    }
+
+    /// A stream of "work is due" announcements from every node; `None` on
+    /// SQLite, where all workers live in this process.
+    pub async fn listen_for_work(&self) -> Result<Option<sqlx::postgres::PgListener>> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Ok(None);
+        };
+        let mut listener = sqlx::postgres::PgListener::connect_with(p).await?;
+        listener
+            .listen(&postgres::work_channel(self.pg_schema.as_deref()))
+            .await?;
+        Ok(Some(listener))
     }
 
     /// Returns `in_flight` rows whose lease has run out (a crashed or stuck

@@ -23,7 +23,6 @@ use crate::{
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
-    rate_window::FixedWindow,
     store::{Store, StoreError},
 };
 
@@ -34,8 +33,6 @@ pub struct Ctx {
     pub clock: SharedClock,
     pub config: ServeConfig,
     pub engine: Arc<Engine>,
-    /// Resends per endpoint per minute, shared by the API and the dashboard.
-    pub resends: FixedWindow,
 }
 
 #[derive(Clone, FromRef)]
@@ -84,7 +81,6 @@ impl Application {
                 clock,
                 config,
                 engine: Arc::clone(&engine),
-                resends: FixedWindow::new(std::time::Duration::from_secs(60)),
             }),
         };
         let router = router(state).layer(sessions.layer(secure));

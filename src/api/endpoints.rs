@@ -243,7 +243,7 @@ pub async fn resume(
         .resume_endpoint(&caller.account_id, &id, ctx.clock.now())
         .await
         .map_err(or_not_found("endpoint"))?;
-    ctx.engine.wake();
+    ctx.engine.wake().await;
     Ok(Json(EndpointOut::from(e, false)))
 }
 

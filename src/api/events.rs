@@ -1,6 +1,6 @@
 //! `/api/v1/events`: ingest (SPEC §3), listing and detail; and resend (§5).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use axum::{
     body::Body,
@@ -129,7 +129,7 @@ pub async fn ingest(
         .await
     {
         Ok(inserted) => {
-            ctx.engine.wake();
+            ctx.engine.wake().await;
             inserted.deliveries
         }
         // The same id again: the first result, nothing new.
@@ -329,10 +329,16 @@ pub async fn resend(
         .account_delivery(&caller.account_id, &id)
         .await
         .map_err(or_not_found("delivery"))?;
-    if let Some(free_at) = ctx
-        .resends
-        .take(&delivery.endpoint_id, RESENDS_PER_MINUTE, now)
-    {
+    let budget = ctx
+        .store
+        .take_rate_slot(
+            &format!("resend:{}", delivery.endpoint_id),
+            Duration::from_secs(60),
+            RESENDS_PER_MINUTE,
+            now,
+        )
+        .await?;
+    if let Some(free_at) = budget {
         let wait = u64::try_from((free_at.millis() - now.millis() + 999) / 1000).unwrap_or(60);
         return Err(ApiError::too_many_requests(
             wait,
@@ -361,6 +367,6 @@ pub async fn resend(
             now,
         )
         .await?;
-    ctx.engine.wake();
+    ctx.engine.wake().await;
     Ok((StatusCode::ACCEPTED, Json(delivery_out(updated, None))))
 }

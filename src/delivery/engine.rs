@@ -7,7 +7,8 @@ use std::{
     time::Duration,
 };
 
-use tokio::sync::{Notify, Semaphore};
+use tokio::{sync::Notify, task::AbortHandle};
+use tokio_util::sync::CancellationToken;
 
 use super::{
     classify::{classify, Verdict},
@@ -17,7 +18,6 @@ use super::{
 };
 use crate::{
     clock::{SharedClock, Timestamp},
-    rate_window::FixedWindow,
     store::{AttemptRecord, Delivery, Endpoint, Store, StoreError, Transition},
 };
 
@@ -30,9 +30,8 @@ pub struct Engine {
     client: reqwest::Client,
     settings: DeliverySettings,
     wake: Arc<Notify>,
-    slots: Mutex<HashMap<String, (i64, Arc<Semaphore>)>>,
-    /// Starts per endpoint per second, for `rate_limit_per_sec`.
-    starts: FixedWindow,
+    /// Attempts under way, so shutdown can hand back what misses the grace period.
+    running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
     fault_hook: Mutex<Option<FaultHook>>,
 }
 
@@ -56,8 +55,7 @@ impl Engine {
             clock,
             settings,
             wake: Arc::new(Notify::new()),
-            slots: Mutex::new(HashMap::new()),
-            starts: FixedWindow::new(Duration::from_secs(1)),
+            running: Mutex::new(HashMap::new()),
             fault_hook: Mutex::new(None),
         }))
     }
@@ -66,9 +64,13 @@ impl Engine {
         &self.settings
     }
 
-    /// Wakes idle workers: new work arrived, do not wait for the poll.
-    pub fn wake(&self) {
+    /// Wakes idle workers here and on every other node: new work arrived,
+    /// do not wait for the poll.
+    pub async fn wake(&self) {
         self.wake.notify_waiters();
+        if let Err(e) = self.store.announce_work().await {
+            tracing::warn!(error = %e, "could not announce new work to other nodes; they will poll");
+        }
     }
 
     pub fn set_fault_hook(&self, hook: Option<FaultHook>) {
@@ -91,40 +93,47 @@ impl Engine {
             .claim_due(now, now.plus(self.settings.lease), self.settings.batch_size)
             .await?;
         let n = claimed.len();
-        let mut running = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
         for delivery in claimed {
             let engine = Arc::clone(self);
             let task_delivery = delivery.clone();
             let handle = tokio::spawn(async move { engine.attempt(&task_delivery).await });
-            running.push((delivery, handle));
+            self.running_set().insert(
+                delivery.id.clone(),
+                (delivery.clone(), handle.abort_handle()),
+            );
+            handles.push((delivery, handle));
         }
-        for (delivery, handle) in running {
-            let fault = match handle.await {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(e.to_string()),
-                Err(join) => Some(if join.is_panic() {
-                    "worker panicked".into()
-                } else {
-                    join.to_string()
-                }),
-            };
-            if let Some(fault) = fault {
-                // A fault of ours, not the receiver's: as if never claimed.
-                tracing::error!(delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
-                if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
-                    tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
+        for (delivery, handle) in handles {
+            let outcome = handle.await;
+            self.running_set().remove(&delivery.id);
+            let fault = match outcome {
+                Ok(Ok(())) => continue,
+                Ok(Err(StoreError::LostClaim(_))) => {
+                    tracing::warn!(delivery = %delivery.id, "claim lost mid-attempt (lease ran out); the result was not recorded");
+                    continue;
                 }
+                Ok(Err(e)) => e.to_string(),
+                Err(join) if join.is_panic() => "worker panicked".to_string(),
+                Err(join) => join.to_string(),
+            };
+            // A fault of ours, not the receiver's: as if never claimed.
+            tracing::error!(delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
+            if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
+                tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
             }
         }
         Ok(n)
     }
 
-    /// Runs `workers` loops until `shutdown` fires, then lets in-flight
-    /// attempts finish within the grace period.
-    pub fn spawn(
-        self: &Arc<Self>,
-        shutdown: tokio_util::sync::CancellationToken,
-    ) -> tokio::task::JoinHandle<()> {
+    fn running_set(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Delivery, AbortHandle)>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `workers` loops until `shutdown` fires; then they stop claiming,
+    /// in-flight attempts get the grace period to finish, and whatever is
+    /// still running after it goes back to `pending` uncounted.
+    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let engine = Arc::clone(self);
         tokio::spawn(async move {
             let mut loops = tokio::task::JoinSet::new();
@@ -133,19 +142,67 @@ impl Engine {
                 let shutdown = shutdown.clone();
                 loops.spawn(async move { engine.work(shutdown).await });
             }
+            let listening = tokio::spawn(Arc::clone(&engine).listen(shutdown.clone()));
             shutdown.cancelled().await;
             let grace = engine.settings.shutdown_grace;
-            if tokio::time::timeout(grace, async { while loops.join_next().await.is_some() {} })
-                .await
-                .is_err()
-            {
+            let drained =
+                tokio::time::timeout(grace, async { while loops.join_next().await.is_some() {} })
+                    .await
+                    .is_ok();
+            if !drained {
                 loops.abort_all();
-                tracing::warn!("grace period over; unfinished attempts return to pending when their lease passes");
+                engine.hand_back_running().await;
             }
+            let _ = listening.await;
         })
     }
 
-    async fn work(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+    async fn hand_back_running(&self) {
+        let running: Vec<_> = self.running_set().drain().map(|(_, v)| v).collect();
+        for (delivery, abort) in &running {
+            abort.abort();
+            tracing::warn!(delivery = %delivery.id, "grace period over; attempt abandoned");
+        }
+        let now = self.clock.now();
+        for (delivery, _) in running {
+            match self.store.release_claim(&delivery, now).await {
+                Ok(()) | Err(StoreError::LostClaim(_)) => {}
+                Err(e) => {
+                    tracing::error!(delivery = %delivery.id, error = %e, "could not hand back; the rescuer will when the lease passes")
+                }
+            }
+        }
+    }
+
+    /// Wakes this node's workers whenever any node announces new work.
+    async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut listener = match self.store.listen_for_work().await {
+            Ok(Some(l)) => l,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for work from other nodes; polling only");
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                // recv reconnects by itself after a dropped connection.
+                got = listener.recv() => match got {
+                    Ok(_) => self.wake.notify_waiters(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "listening for work failed; retrying");
+                        tokio::select! {
+                            _ = shutdown.cancelled() => return,
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    async fn work(self: Arc<Self>, shutdown: CancellationToken) {
         while !shutdown.is_cancelled() {
             let notified = self.wake.notified();
             match self.tick().await {
@@ -178,13 +235,7 @@ impl Engine {
             // Another worker holds the single half-open trial.
             return self.store.release_claim(delivery, now).await;
         }
-        let slots = self.slots_for(&endpoint);
-        let _permit = slots
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::NotFound)?;
-        let now = self.clock.now();
-        if let Some(free_at) = self.over_rate_limit(&endpoint, now) {
+        if let Some(free_at) = self.over_rate_limit(&endpoint, now).await? {
             return self.store.postpone_claim(delivery, free_at, now).await;
         }
         let event = self.store.event_of(delivery).await?;
@@ -256,18 +307,27 @@ impl Engine {
             .ok()
             .and_then(|u| u.host_str().map(str::to_string))
             .unwrap_or_default();
+        let status = sent
+            .status
+            .map_or_else(|| "none".to_string(), |s| s.to_string());
         tracing::info!(
             delivery = %delivery.id,
             endpoint = %endpoint.id,
             host = %host,
             attempt = record.attempt,
-            status = ?sent.status,
+            status = %status,
             duration_ms = record.duration_ms,
-            outcome = verdict.as_str(),
+            outcome = %verdict.as_str(),
             "attempt"
         );
-        if !matches!(transition, Transition::Retry { .. }) {
-            tracing::info!(delivery = %delivery.id, endpoint = %endpoint.id, final_state = ?transition, "delivery finished");
+        let final_state = match transition {
+            Transition::Retry { .. } => None,
+            Transition::Delivered => Some("delivered"),
+            Transition::Failed => Some("failed"),
+            Transition::Expired => Some("expired"),
+        };
+        if let Some(state) = final_state {
+            tracing::info!(delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
         }
         self.update_endpoint_health(endpoint, verdict, transition, now)
             .await
@@ -391,22 +451,23 @@ impl Engine {
         Ok(())
     }
 
-    fn slots_for(&self, endpoint: &Endpoint) -> Arc<Semaphore> {
-        let size = endpoint.max_in_flight.max(1);
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = slots
-            .entry(endpoint.id.clone())
-            .or_insert_with(|| (size, Arc::new(Semaphore::new(size as usize))));
-        if entry.0 != size {
-            *entry = (size, Arc::new(Semaphore::new(size as usize)));
-        }
-        Arc::clone(&entry.1)
-    }
-
     /// Returns when the next start frees up if this one would exceed the
-    /// endpoint's `rate_limit_per_sec`.
-    fn over_rate_limit(&self, endpoint: &Endpoint, now: Timestamp) -> Option<Timestamp> {
-        let limit = endpoint.rate_limit_per_sec.filter(|l| *l > 0)?;
-        self.starts.take(&endpoint.id, limit, now)
+    /// endpoint's `rate_limit_per_sec`; retries spend the same budget.
+    async fn over_rate_limit(
+        &self,
+        endpoint: &Endpoint,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let Some(limit) = endpoint.rate_limit_per_sec.filter(|l| *l > 0) else {
+            return Ok(None);
+        };
+        self.store
+            .take_rate_slot(
+                &format!("start:{}", endpoint.id),
+                Duration::from_secs(1),
+                limit,
+                now,
+            )
+            .await
     }
 }

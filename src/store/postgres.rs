@@ -7,7 +7,7 @@ use sqlx::{
     PgPool,
 };
 
-use super::{parse_options, redact_url, Delivery, Pool, Result, Store, StoreError};
+use super::{parse_options, redact_url, Delivery, Pool, Result, Store, StoreError, CLAIMABLE};
 use crate::clock::Timestamp;
 
 /// Connects, optionally inside `schema` (created if missing): tests get a
@@ -47,29 +47,49 @@ pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
     })
 }
 
-/// `SKIP LOCKED` lets concurrent claimers, on any node, pass over each
-/// other's rows instead of waiting or double-claiming.
+/// Claims run one at a time across all nodes (a transaction-scoped advisory
+/// lock), so the per-endpoint in-flight count each claim sees is exact and
+/// `max_in_flight` holds cluster-wide. The lock lasts one short statement.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let sql = "WITH due AS ( \
-                 SELECT d.id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
-                 WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND e.state = 'active' \
-                   AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
-                 ORDER BY d.next_attempt_at, d.id LIMIT $3 \
-                 FOR UPDATE OF d SKIP LOCKED) \
-               UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-                 claim_token = $4, updated_at = $1 \
-               FROM due WHERE deliveries.id = due.id \
-               RETURNING deliveries.*";
-    Ok(sqlx::query_as::<_, Delivery>(sql)
+    let sql = format!(
+        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
+           claim_token = $4, updated_at = $1 \
+         WHERE state = 'pending' AND id IN ({CLAIMABLE}) RETURNING *"
+    );
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))")
+        .bind(CLAIM_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    let claimed = sqlx::query_as::<_, Delivery>(&sql)
         .bind(now.millis())
         .bind(lease_until.millis())
         .bind(limit)
         .bind(crate::ids::random_token(16))
-        .fetch_all(pool)
-        .await?)
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+/// The advisory-lock class for claiming ("dk" in ASCII).
+const CLAIM_LOCK: i32 = 0x646b;
+
+/// The channel that tells every node's workers new work is due. Named per
+/// schema so separate installations (and tests) on one server stay apart.
+pub(super) fn work_channel(schema: Option<&str>) -> String {
+    format!("dakghar_work_{}", schema.unwrap_or("public"))
+}
+
+pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(work_channel(schema))
+        .execute(pool)
+        .await?;
+    Ok(())
 }

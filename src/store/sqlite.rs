@@ -7,7 +7,7 @@ use sqlx::{
     SqlitePool,
 };
 
-use super::{parse_options, Delivery, Pool, Result, Store, StoreError};
+use super::{parse_options, Delivery, Pool, Result, Store, StoreError, CLAIMABLE};
 use crate::clock::Timestamp;
 
 pub async fn connect(url: &str) -> Result<Store> {
@@ -46,21 +46,20 @@ fn display_path(path: &Path) -> String {
 }
 
 /// One statement both picks and leases the rows, so two workers can never
-/// take the same delivery: SQLite runs writes one at a time.
+/// take the same delivery: SQLite runs writes one at a time, which also
+/// keeps the per-endpoint in-flight count exact.
 pub(super) async fn claim_due(
     pool: &SqlitePool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let sql = "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-               claim_token = $4, updated_at = $1 \
-               WHERE id IN (SELECT d.id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
-                 WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND e.state = 'active' \
-                   AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
-                 ORDER BY d.next_attempt_at, d.id LIMIT $3) \
-               RETURNING *";
-    Ok(sqlx::query_as::<_, Delivery>(sql)
+    let sql = format!(
+        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
+           claim_token = $4, updated_at = $1 \
+         WHERE id IN ({CLAIMABLE}) RETURNING *"
+    );
+    Ok(sqlx::query_as::<_, Delivery>(&sql)
         .bind(now.millis())
         .bind(lease_until.millis())
         .bind(limit)

@@ -4,17 +4,13 @@
 use std::time::Duration;
 
 use dakghar::{
-    auth::api_key,
     clock::{Clock, Timestamp},
     store::{DeliveryState, Store},
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::{
-    helpers::{spawn_app, TestApp},
-    receiver::Receiver,
-};
+use crate::{api_client::Api, receiver::Receiver};
 
 on_both_backends!(
     a_signed_event_reaches_the_receiver_and_verifies,
@@ -28,108 +24,6 @@ on_both_backends!(
     another_accounts_ids_are_not_found,
     resend_resets_the_delivery_and_keeps_history,
 );
-
-struct Api {
-    app: TestApp,
-    key: String,
-    http: reqwest::Client,
-}
-
-impl Api {
-    async fn new(store: Store) -> Api {
-        let app = spawn_app(store).await;
-        let key = Self::key_for(&app, "acme").await;
-        Api {
-            app,
-            key,
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn key_for(app: &TestApp, account: &str) -> String {
-        let acc = app
-            .store
-            .create_account(account, app.clock.now())
-            .await
-            .unwrap();
-        let k = api_key::generate();
-        app.store
-            .create_api_key(&acc.id, &k.prefix, &k.hash, false, app.clock.now())
-            .await
-            .unwrap();
-        k.key
-    }
-
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        self.call_as(&self.key, method, path, body).await
-    }
-
-    async fn call_as(
-        &self,
-        key: &str,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .request(method, self.app.url(path))
-            .bearer_auth(key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn endpoint(&self, receiver: &Receiver) -> Value {
-        let (s, ep) = self
-            .call(
-                reqwest::Method::POST,
-                "/api/v1/endpoints",
-                Some(json!({ "url": receiver.url })),
-            )
-            .await;
-        assert_eq!(s, StatusCode::CREATED, "{ep}");
-        receiver.verify_with(ep["secret"].as_str().unwrap());
-        ep
-    }
-
-    async fn send(&self, body: Value) -> Value {
-        let (s, out) = self
-            .call(reqwest::Method::POST, "/api/v1/events", Some(body))
-            .await;
-        assert_eq!(s, StatusCode::ACCEPTED, "{out}");
-        out
-    }
-
-    async fn detail(&self, id: &str) -> Value {
-        let (s, d) = self
-            .call(reqwest::Method::GET, &format!("/api/v1/events/{id}"), None)
-            .await;
-        assert_eq!(s, StatusCode::OK, "{d}");
-        d
-    }
-
-    async fn tick(&self) -> usize {
-        self.app.engine.tick().await.unwrap()
-    }
-
-    fn advance(&self, d: Duration) {
-        self.app.clock.advance(d);
-    }
-
-    async fn delivery(&self, event: &Value) -> dakghar::store::Delivery {
-        let id = event["deliveries"][0]["id"].as_str().unwrap();
-        self.app.store.delivery(id).await.unwrap()
-    }
-}
 
 async fn a_signed_event_reaches_the_receiver_and_verifies(store: Store) {
     let api = Api::new(store).await;

@@ -1,7 +1,10 @@
 //! Test fixtures: a fresh database per test on either backend, a running
 //! server on a free port, and seeded accounts.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use dakghar::{
     auth::password,
@@ -30,6 +33,32 @@ macro_rules! on_both_backends {
                         return;
                     };
                     super::$name(db.store.clone()).await;
+                    db.finish().await;
+                }
+            }
+        )*
+    };
+}
+
+/// Like `on_both_backends!` for tests that need the database itself, for
+/// instance to open a second node on it: each `async fn(&TestDb)`.
+macro_rules! on_both_backends_db {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    let db = crate::helpers::TestDb::sqlite().await;
+                    super::$name(&db).await;
+                    db.finish().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    let Some(db) = crate::helpers::TestDb::postgres().await else {
+                        return;
+                    };
+                    super::$name(&db).await;
                     db.finish().await;
                 }
             }
@@ -77,6 +106,16 @@ impl TestDb {
             url,
             _dir: None,
         })
+    }
+
+    /// A second connection pool on the same database, as another node of
+    /// the same installation would open.
+    pub async fn another_node(&self) -> Store {
+        let store = match &self.schema {
+            Some(schema) => postgres::connect(&self.url, Some(schema)).await,
+            None => Store::connect(Some(&self.url)).await,
+        };
+        store.expect("connect another node")
     }
 
     /// Drops the test's schema; a failed test leaves it behind to inspect.
@@ -132,11 +171,30 @@ pub struct TestApp {
     pub store: Store,
     pub clock: TestClock,
     pub engine: Arc<dakghar::delivery::engine::Engine>,
+    stop: CancellationToken,
+    served: Mutex<Option<JoinHandle<std::io::Result<()>>>>,
 }
 
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// What Ctrl-C does to `serve`: stop, let attempts finish within the
+    /// grace period, hand back the rest. Returns once it has all happened.
+    pub async fn shutdown(&self) {
+        self.stop.cancel();
+        let served = self.served.lock().unwrap().take();
+        if let Some(served) = served {
+            served.await.expect("server task").expect("server");
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        // Workers hold database connections; stop them before the pool closes.
+        self.stop.cancel();
     }
 }
 
@@ -145,18 +203,25 @@ pub async fn spawn_app(store: Store) -> TestApp {
 }
 
 pub async fn spawn_app_with(store: Store, config: ServeConfig) -> TestApp {
-    let clock = TestClock::starting_now();
+    spawn_node(store, config, TestClock::starting_now()).await
+}
+
+/// Another server on the same database, sharing `clock` as nodes share time.
+pub async fn spawn_node(store: Store, config: ServeConfig, clock: TestClock) -> TestApp {
     let app = Application::build(config, store.clone(), Arc::new(clock.clone()))
         .await
         .expect("build app");
     let base = format!("http://{}", app.local_addr());
     let engine = app.engine();
-    tokio::spawn(app.run_until(std::future::pending()));
+    let stop = CancellationToken::new();
+    let served = tokio::spawn(app.run_until(stop.clone().cancelled_owned()));
     TestApp {
         base,
         store,
         clock,
         engine,
+        stop,
+        served: Mutex::new(Some(served)),
     }
 }
 

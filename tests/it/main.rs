@@ -5,9 +5,12 @@
 #[macro_use]
 mod helpers;
 
+mod api_client;
 mod cli;
 mod delivery;
+mod engine;
 mod login;
 mod receiver;
+mod serve_logs;
 mod signing;
 mod store;

@@ -4,7 +4,11 @@
 
 use std::{
     collections::VecDeque,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
 };
 
 use axum::{
@@ -30,6 +34,11 @@ struct Inner {
     script: Mutex<VecDeque<Answer>>,
     got: Mutex<Vec<Got>>,
     secret: Mutex<Option<String>>,
+    /// How long each answer takes, to hold requests open.
+    delay: Mutex<Duration>,
+    body: Mutex<Option<Vec<u8>>>,
+    open: AtomicUsize,
+    most_open: AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -68,12 +77,46 @@ impl Receiver {
         *self.inner.secret.lock().unwrap() = Some(secret.to_string());
     }
 
+    /// Holds every request open this long before answering.
+    pub fn delay(&self, d: Duration) {
+        *self.inner.delay.lock().unwrap() = d;
+    }
+
+    /// Answers with these bytes instead of a short text.
+    pub fn answer_body(&self, body: Vec<u8>) {
+        *self.inner.body.lock().unwrap() = Some(body);
+    }
+
+    /// The most requests that were ever open at the same time.
+    pub fn most_concurrent(&self) -> usize {
+        self.inner.most_open.load(Ordering::SeqCst)
+    }
+
+    pub fn count(&self) -> usize {
+        self.inner.got.lock().unwrap().len()
+    }
+
+    /// Waits (real time) until `n` requests have arrived.
+    pub async fn wait_for(&self, n: usize) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while self.count() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "receiver got {} of {n} requests",
+                self.count()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn got(&self) -> Vec<Got> {
         self.inner.got.lock().unwrap().clone()
     }
 }
 
 async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let open = inner.open.fetch_add(1, Ordering::SeqCst) + 1;
+    inner.most_open.fetch_max(open, Ordering::SeqCst);
     let secret = inner.secret.lock().unwrap().clone();
     let verified = secret.map(|s| {
         standardwebhooks::Webhook::new(&s)
@@ -85,13 +128,22 @@ async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
         body,
         verified,
     });
+    let delay = *inner.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
+    inner.open.fetch_sub(1, Ordering::SeqCst);
     let (status, extra) = inner
         .script
         .lock()
         .unwrap()
         .pop_front()
         .unwrap_or((200, Vec::new()));
-    let mut res = (StatusCode::from_u16(status).unwrap(), "receiver says hi").into_response();
+    let answer_body = inner
+        .body
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or_else(|| b"receiver says hi".to_vec());
+    let mut res = (StatusCode::from_u16(status).unwrap(), answer_body).into_response();
     for (k, v) in extra {
         res.headers_mut().insert(k, v.parse().unwrap());
     }

@@ -16,6 +16,7 @@ on_both_backends!(
     a_failure_half_way_leaves_nothing_behind,
     a_duplicate_producer_event_id_is_rejected_cleanly,
     claims_take_due_deliveries_oldest_first,
+    claims_leave_no_more_in_flight_than_allowed,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
     expired_leases_are_rescued_without_counting_an_attempt,
@@ -414,18 +415,71 @@ async fn claims_take_due_deliveries_oldest_first(store: Store) {
     );
 }
 
+async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let lease = now.plus(Duration::from_secs(300));
+    let acc = store.create_account("acme", now).await.unwrap();
+    let mut narrow = endpoint(&acc.id, "https://narrow.example/", &[]);
+    narrow.max_in_flight = 3;
+    let narrow = store.create_endpoint(narrow, now).await.unwrap();
+    let wide = store
+        .create_endpoint(endpoint(&acc.id, "https://wide.example/", &[]), now)
+        .await
+        .unwrap();
+    for i in 0..12 {
+        store
+            .insert_event(event(&acc.id, &format!("e{i}"), "t"), now, now.plus(WINDOW))
+            .await
+            .unwrap();
+    }
+    let per_endpoint = |claimed: &[dakghar::store::Delivery], id: &str| {
+        claimed.iter().filter(|d| d.endpoint_id == id).count()
+    };
+
+    let first = store.claim_due(now, lease, 100).await.unwrap();
+    assert_eq!(per_endpoint(&first, &narrow.id), 3, "max_in_flight 3");
+    assert_eq!(per_endpoint(&first, &wide.id), 10, "the default 10");
+    assert!(
+        store.claim_due(now, lease, 100).await.unwrap().is_empty(),
+        "both endpoints are full"
+    );
+
+    store.release_claim(&first[0], now).await.unwrap();
+    let freed = &first[0].endpoint_id;
+    let again = store.claim_due(now, lease, 100).await.unwrap();
+    assert_eq!(again.len(), 1, "one slot came free");
+    assert_eq!(&again[0].endpoint_id, freed);
+
+    // An open circuit past its cooldown gives exactly one trial slot.
+    for d in first
+        .iter()
+        .chain(&again)
+        .filter(|d| d.endpoint_id == wide.id)
+    {
+        let _ = store.release_claim(d, now).await;
+    }
+    store
+        .open_circuit(&wide.id, now, 30_000, now)
+        .await
+        .unwrap();
+    let trial = store.claim_due(now, lease, 100).await.unwrap();
+    assert_eq!(
+        per_endpoint(&trial, &wide.id),
+        1,
+        "a single half-open trial"
+    );
+}
+
 async fn concurrent_claimers_never_share_a_delivery(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
     for n in 0..4 {
-        store
-            .create_endpoint(
-                endpoint(&acc.id, &format!("https://{n}.example/"), &[]),
-                now,
-            )
-            .await
-            .unwrap();
+        // Room for every delivery at once: this test is about sharing.
+        let mut roomy = endpoint(&acc.id, &format!("https://{n}.example/"), &[]);
+        roomy.max_in_flight = 1000;
+        store.create_endpoint(roomy, now).await.unwrap();
     }
     for i in 0..60 {
         store

@@ -1,0 +1,603 @@
+//! The engine's limits and safety nets with real workers running: in-flight
+//! and rate limits, the circuit breaker, dead endpoints, shutdown, leases,
+//! several nodes on one database, wake-ups, and what reaches the receiver.
+
+use std::time::Duration;
+
+use dakghar::{
+    clock::Clock,
+    config::ServeConfig,
+    delivery::settings::DeliverySettings,
+    store::{DeliveryState, Store},
+};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::{
+    api_client::Api,
+    helpers::{spawn_node, TestDb},
+    receiver::Receiver,
+};
+
+on_both_backends!(
+    concurrent_attempts_never_exceed_max_in_flight,
+    the_rate_limit_postpones_without_counting_an_attempt,
+    the_circuit_opens_and_no_attempts_are_burned_while_open,
+    a_streak_of_permanent_failures_pauses_the_endpoint,
+    a_day_without_success_while_dead_lettering_pauses_the_endpoint,
+    shutdown_lets_attempts_finish_within_the_grace_period,
+    shutdown_hands_back_attempts_that_outlast_the_grace_period,
+    redirects_are_recorded_not_followed,
+    large_and_binary_response_bodies_are_capped_and_stored_safely,
+    both_secrets_sign_during_rotation,
+    an_expired_lease_is_rescued_and_delivered_once,
+    a_new_event_wakes_idle_workers_at_once,
+    resends_are_limited_per_endpoint_with_retry_after,
+);
+
+on_both_backends_db!(two_nodes_never_deliver_the_same_claim_twice);
+
+/// The test settings with workers running and `tweak` applied.
+fn with_workers(tweak: impl FnOnce(&mut DeliverySettings)) -> ServeConfig {
+    let mut config = ServeConfig::for_tests();
+    config.run_workers = true;
+    tweak(&mut config.delivery);
+    config
+}
+
+/// Waits (real time) until `n` deliveries are delivered.
+async fn wait_delivered(store: &Store, n: i64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let done = store
+            .count_deliveries(DeliveryState::Delivered)
+            .await
+            .unwrap();
+        if done >= n {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of {n} delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn send_many(api: &Api, n: usize) -> Vec<Value> {
+    let mut sent = Vec::with_capacity(n);
+    for i in 0..n {
+        sent.push(
+            api.send(json!({ "type": "t", "payload": { "n": i } }))
+                .await,
+        );
+    }
+    sent
+}
+
+async fn tick_until_idle(api: &Api) {
+    while api.tick().await > 0 {}
+}
+
+async fn concurrent_attempts_never_exceed_max_in_flight(store: Store) {
+    let api = Api::with_config(store, with_workers(|d| d.workers = 4)).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_millis(150));
+    api.endpoint_with(&rx, json!({ "max_in_flight": 3 })).await;
+
+    send_many(&api, 12).await;
+    wait_delivered(&api.app.store, 12).await;
+
+    assert_eq!(rx.count(), 12);
+    let most = rx.most_concurrent();
+    assert!(most <= 3, "at most max_in_flight at once, saw {most}");
+    assert!(most >= 2, "four workers do overlap requests, saw {most}");
+}
+
+async fn the_rate_limit_postpones_without_counting_an_attempt(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint_with(&rx, json!({ "rate_limit_per_sec": 2 }))
+        .await;
+    let events = send_many(&api, 5).await;
+
+    assert_eq!(api.tick().await, 5, "all five are due and claimed");
+    assert_eq!(rx.count(), 2, "two starts in this second");
+    let mut postponed = 0;
+    for ev in &events {
+        let d = api.delivery(ev).await;
+        if d.state() == Some(DeliveryState::Pending) {
+            postponed += 1;
+            assert_eq!((d.attempts, d.attempt_seq), (0, 0), "no attempt counted");
+            let next_second = (api.app.clock.now().millis() / 1000 + 1) * 1000;
+            assert_eq!(
+                d.next_attempt_at, next_second,
+                "pushed to the next free slot"
+            );
+        }
+    }
+    assert_eq!(postponed, 3);
+    assert_eq!(api.tick().await, 0, "nothing is due before the next second");
+
+    api.advance(Duration::from_secs(1));
+    api.tick().await;
+    assert_eq!(rx.count(), 4, "retries and first tries share the budget");
+    api.advance(Duration::from_secs(1));
+    api.tick().await;
+    assert_eq!(rx.count(), 5);
+    for ev in &events {
+        let d = api.delivery(ev).await;
+        assert_eq!(d.state(), Some(DeliveryState::Delivered));
+        assert_eq!(d.attempt_seq, 1, "one attempt each");
+    }
+}
+
+async fn the_circuit_opens_and_no_attempts_are_burned_while_open(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let ep_id = ep["id"].as_str().unwrap();
+    rx.script(&[500; 5]);
+    let mut events = send_many(&api, 5).await;
+    assert_eq!(api.tick().await, 5);
+    assert_eq!(rx.count(), 5);
+
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(
+        endpoint.circuit_state, "open",
+        "five transient failures in a row"
+    );
+    let opened_at = api.app.clock.now().millis();
+    assert_eq!(endpoint.circuit_open_until, Some(opened_at + 30_000));
+
+    // Due now, but the circuit is open: not claimed, not attempted, not counted.
+    let blocked = api.send(json!({ "type": "t", "payload": {} })).await;
+    assert_eq!(api.tick().await, 0);
+    assert_eq!(rx.count(), 5);
+    assert_eq!(api.delivery(&blocked).await.attempts, 0);
+
+    // Cooldown over: exactly one trial, the oldest due delivery. It fails,
+    // so the circuit opens again for twice as long.
+    api.advance(Duration::from_secs(30));
+    rx.script(&[500]);
+    assert_eq!(api.tick().await, 1, "a single half-open trial");
+    assert_eq!(rx.count(), 6);
+    assert_eq!(
+        api.delivery(&blocked).await.attempts,
+        1,
+        "the trial was the blocked one"
+    );
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(endpoint.circuit_state, "open");
+    assert_eq!(endpoint.circuit_cooldown_ms, 60_000, "cooldown grows");
+
+    api.advance(Duration::from_secs(59));
+    assert_eq!(
+        api.tick().await,
+        0,
+        "still open: everything is due, nothing goes"
+    );
+    assert_eq!(rx.count(), 6);
+
+    api.advance(Duration::from_secs(1));
+    assert_eq!(api.tick().await, 1, "the next trial");
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(endpoint.circuit_state, "closed", "a success closes it");
+
+    api.advance(Duration::from_secs(300));
+    tick_until_idle(&api).await;
+    events.push(blocked);
+    let mut attempts_recorded = 0;
+    for ev in &events {
+        let d = api.delivery(ev).await;
+        assert_eq!(d.state(), Some(DeliveryState::Delivered));
+        attempts_recorded += d.attempt_seq;
+    }
+    assert_eq!(
+        attempts_recorded as usize,
+        rx.count(),
+        "every recorded attempt reached the receiver, and only those"
+    );
+}
+
+async fn a_streak_of_permanent_failures_pauses_the_endpoint(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint_with(&rx, json!({ "max_in_flight": 50 })).await;
+    let ep_id = ep["id"].as_str().unwrap();
+    rx.script(&[400; 100]);
+    send_many(&api, 99).await;
+    tick_until_idle(&api).await;
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(
+        (endpoint.state.as_str(), endpoint.failure_streak),
+        ("active", 99),
+        "99 is not yet a dead endpoint"
+    );
+
+    send_many(&api, 1).await;
+    tick_until_idle(&api).await;
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(endpoint.state, "paused");
+    assert_eq!(
+        endpoint.pause_reason.as_deref(),
+        Some("100 permanent failures in a row")
+    );
+    let notes = api
+        .app
+        .store
+        .notifications(&endpoint.account_id)
+        .await
+        .unwrap();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].kind, "endpoint_paused");
+    assert!(
+        notes[0].body.contains("100 permanent failures"),
+        "{}",
+        notes[0].body
+    );
+
+    // Paused: new events queue, and resume drains them.
+    let queued = send_many(&api, 2).await;
+    assert_eq!(api.tick().await, 0);
+    let (s, _) = api
+        .call(
+            Method::POST,
+            &format!("/api/v1/endpoints/{ep_id}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    tick_until_idle(&api).await;
+    for ev in &queued {
+        assert_eq!(
+            api.delivery(ev).await.state(),
+            Some(DeliveryState::Delivered)
+        );
+    }
+}
+
+async fn a_day_without_success_while_dead_lettering_pauses_the_endpoint(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let ep_id = ep["id"].as_str().unwrap();
+    rx.script(&[400, 500, 400]);
+
+    let first = send_many(&api, 1).await;
+    api.tick().await;
+    assert_eq!(
+        api.delivery(&first[0]).await.state(),
+        Some(DeliveryState::Failed)
+    );
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(
+        endpoint.state, "active",
+        "one dead letter on a fresh failure is not a dead endpoint"
+    );
+
+    let second = send_many(&api, 1).await;
+    api.tick().await;
+    assert_eq!(
+        api.delivery(&second[0]).await.state(),
+        Some(DeliveryState::Pending)
+    );
+
+    api.advance(Duration::from_secs(25 * 3600));
+    assert_eq!(api.tick().await, 1);
+    assert_eq!(
+        api.delivery(&second[0]).await.state(),
+        Some(DeliveryState::Failed)
+    );
+    let endpoint = api.app.store.endpoint_by_id(ep_id).await.unwrap();
+    assert_eq!(endpoint.state, "paused");
+    assert!(
+        endpoint
+            .pause_reason
+            .as_deref()
+            .unwrap()
+            .contains("24 hours"),
+        "{:?}",
+        endpoint.pause_reason
+    );
+    let notes = api
+        .app
+        .store
+        .notifications(&endpoint.account_id)
+        .await
+        .unwrap();
+    assert_eq!(notes.len(), 1);
+}
+
+async fn shutdown_lets_attempts_finish_within_the_grace_period(store: Store) {
+    let config = with_workers(|d| d.shutdown_grace = Duration::from_secs(20));
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_millis(700));
+    api.endpoint(&rx).await;
+    let ev = send_many(&api, 1).await;
+    rx.wait_for(1).await;
+
+    api.app.shutdown().await;
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(
+        d.state(),
+        Some(DeliveryState::Delivered),
+        "finished during the grace period"
+    );
+    assert_eq!(d.attempt_seq, 1);
+}
+
+async fn shutdown_hands_back_attempts_that_outlast_the_grace_period(store: Store) {
+    let config = with_workers(|d| d.shutdown_grace = Duration::from_millis(200));
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_secs(5));
+    api.endpoint(&rx).await;
+    let ev = send_many(&api, 1).await;
+    rx.wait_for(1).await;
+    let before = api.delivery(&ev[0]).await;
+    assert_eq!(before.state(), Some(DeliveryState::InFlight));
+
+    api.app.shutdown().await;
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(
+        d.state(),
+        Some(DeliveryState::Pending),
+        "back in the queue at once"
+    );
+    assert_eq!(
+        (d.attempts, d.attempt_seq),
+        (0, 0),
+        "not counted as an attempt"
+    );
+    assert_eq!((d.claim_token, d.lease_until), (None, None));
+    let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
+    assert!(attempts.is_empty());
+}
+
+async fn redirects_are_recorded_not_followed(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let elsewhere = Receiver::start().await;
+    api.endpoint(&rx).await;
+    rx.script_with_headers(302, vec![("location", elsewhere.url.clone())]);
+    let ev = send_many(&api, 1).await;
+
+    api.tick().await;
+    assert_eq!(elsewhere.count(), 0, "the redirect was not followed");
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(d.state(), Some(DeliveryState::Pending), "3xx is retried");
+    assert_eq!((d.attempts, d.last_status), (1, Some(302)));
+}
+
+async fn large_and_binary_response_bodies_are_capped_and_stored_safely(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    // Not UTF-8 anywhere: 0xFF never is, and a NUL byte for good measure.
+    let body: Vec<u8> = (0..1_000_000u32)
+        .map(|i| if i % 7 == 0 { 0 } else { 0xFF - (i % 3) as u8 })
+        .collect();
+    rx.answer_body(body.clone());
+    let ev = send_many(&api, 1).await;
+
+    api.tick().await;
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(d.state(), Some(DeliveryState::Delivered));
+    let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
+    assert_eq!(attempts[0].response_body.as_deref(), Some(&body[..512]));
+    assert_eq!(d.last_response.as_deref(), Some(&body[..512]));
+
+    let detail = api.detail(ev[0]["id"].as_str().unwrap()).await;
+    let snippet = detail["deliveries"][0]["attempts"][0]["response_snippet"]
+        .as_str()
+        .expect("a displayable snippet");
+    assert!(!snippet.is_empty());
+}
+
+async fn both_secrets_sign_during_rotation(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let old = ep["secret"].as_str().unwrap().to_string();
+    let (s, rotated) = api
+        .call(
+            Method::POST,
+            &format!(
+                "/api/v1/endpoints/{}/rotate-secret",
+                ep["id"].as_str().unwrap()
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{rotated}");
+    let new = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(old, new);
+
+    send_many(&api, 1).await;
+    api.tick().await;
+    let got = &rx.got()[0];
+    let signatures = got.headers["webhook-signature"].to_str().unwrap();
+    assert_eq!(signatures.split(' ').count(), 2, "{signatures}");
+    for secret in [&old, &new] {
+        let verified =
+            standardwebhooks::Webhook::new(secret).and_then(|w| w.verify(&got.body, &got.headers));
+        assert!(
+            verified.is_ok(),
+            "a receiver still on either secret accepts it"
+        );
+    }
+
+    api.advance(Duration::from_secs(24 * 3600 + 1));
+    send_many(&api, 1).await;
+    api.tick().await;
+    let later = &rx.got()[1];
+    let signatures = later.headers["webhook-signature"].to_str().unwrap();
+    assert_eq!(
+        signatures.split(' ').count(),
+        1,
+        "the old secret retired after 24 h"
+    );
+}
+
+async fn an_expired_lease_is_rescued_and_delivered_once(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    let ev = send_many(&api, 1).await;
+
+    // A node claims it and dies before sending.
+    let now = api.app.clock.now();
+    let lost = api
+        .app
+        .store
+        .claim_due(now, now.plus(Duration::from_secs(300)), 10)
+        .await
+        .unwrap();
+    assert_eq!(lost.len(), 1);
+    assert_eq!(api.tick().await, 0, "leased to the dead node for now");
+
+    api.advance(Duration::from_secs(301));
+    assert_eq!(api.tick().await, 1, "rescued and claimed again");
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(d.state(), Some(DeliveryState::Delivered));
+    assert_eq!(d.attempt_seq, 1, "the rescue itself is not an attempt");
+    assert_eq!(rx.count(), 1);
+}
+
+async fn a_new_event_wakes_idle_workers_at_once(store: Store) {
+    // With an hour between polls, only the wake-up can explain a delivery.
+    let config = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    send_many(&api, 1).await;
+    rx.wait_for(1).await;
+    wait_delivered(&api.app.store, 1).await;
+    // The workers have now gone idle.
+    send_many(&api, 1).await;
+    rx.wait_for(2).await;
+}
+
+async fn resends_are_limited_per_endpoint_with_retry_after(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    api.endpoint_with(&rx, json!({ "max_in_flight": 100 }))
+        .await;
+    let events = send_many(&api, 101).await;
+    tick_until_idle(&api).await;
+
+    let resend = |ev: &Value| {
+        let id = ev["deliveries"][0]["id"].as_str().unwrap().to_string();
+        let req = api
+            .http
+            .post(api.app.url(&format!("/api/v1/deliveries/{id}/resend")))
+            .bearer_auth(&api.key);
+        async move { req.send().await.unwrap() }
+    };
+    for ev in &events[..100] {
+        assert_eq!(resend(ev).await.status(), StatusCode::ACCEPTED);
+    }
+    let refused = resend(&events[100]).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("100 resends per minute"),
+        "{body}"
+    );
+    let untouched = api.delivery(&events[100]).await;
+    assert_eq!(
+        untouched.state(),
+        Some(DeliveryState::Delivered),
+        "nothing changed"
+    );
+
+    api.advance(Duration::from_secs(wait));
+    assert_eq!(resend(&events[100]).await.status(), StatusCode::ACCEPTED);
+}
+
+async fn two_nodes_never_deliver_the_same_claim_twice(db: &TestDb) {
+    let config = || with_workers(|d| d.workers = 3);
+    let api = Api::with_config(db.store.clone(), config()).await;
+    let other = spawn_node(db.another_node().await, config(), api.app.clock.clone()).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_millis(10));
+    api.endpoint(&rx).await;
+
+    send_many(&api, 60).await;
+    wait_delivered(&api.app.store, 60).await;
+    // Give a double delivery, if any, the time to show up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut ids: Vec<_> = rx
+        .got()
+        .iter()
+        .map(|g| g.headers["webhook-id"].to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 60, "one request per event");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 60, "no event twice");
+    other.shutdown().await;
+    api.app.shutdown().await;
+}
+
+/// On Postgres a node that ingests wakes the workers of every other node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_node_wakes_on_postgres_notify() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let idle_worker = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
+    let api = Api::new(db.store.clone()).await; // this node runs no workers
+    let worker_node = spawn_node(db.another_node().await, idle_worker, api.app.clock.clone()).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+
+    wait_until_listening(&db.store).await;
+    send_many(&api, 1).await;
+    rx.wait_for(1).await;
+    wait_delivered(&api.app.store, 1).await;
+    send_many(&api, 1).await;
+    rx.wait_for(2).await;
+
+    worker_node.shutdown().await;
+    drop(api);
+    db.finish().await;
+}
+
+/// Until the worker node's LISTEN is in place, a notification would be missed.
+async fn wait_until_listening(store: &Store) {
+    let dakghar::store::Pool::Postgres(pool) = store.pool() else {
+        unreachable!("postgres only");
+    };
+    let schema = store.pg_schema().unwrap().to_string();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE $1",
+        )
+        .bind(format!("%{schema}%"))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if listening > 0 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker node never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

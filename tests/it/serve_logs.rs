@@ -1,0 +1,161 @@
+//! The real `dakghar serve` process: what it logs about a delivery, and
+//! that no secret, signature, API key or payload ever reaches the log.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use serde_json::{json, Value};
+
+use crate::receiver::Receiver;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
+
+fn run(db: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env("DAKGHAR_DATABASE_URL", db)
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run dakghar");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// The server's log so far, collected from stderr by a thread.
+struct Server {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(db: &str) -> Server {
+        let mut child = Command::new(BIN)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .env_remove("DATABASE_URL")
+            .env("DAKGHAR_DATABASE_URL", db)
+            // The most a curious operator would turn on.
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start dakghar serve");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Server { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    async fn wait_for_log(&self, what: &str) -> String {
+        for _ in 0..3000 {
+            let log = self.log();
+            if let Some(line) = log.lines().find(|l| l.contains(what)) {
+                return line.to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no log line with {what:?} in:\n{}", self.log());
+    }
+
+    /// What a service manager does: SIGTERM, then wait for a clean exit.
+    fn terminate(mut self) -> String {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "clean exit on SIGTERM: {status}");
+        // The reader thread may still be draining the pipe.
+        std::thread::sleep(Duration::from_millis(100));
+        self.log()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("logs.db").display());
+    run(&db, &["account", "create", "--name", "acme"]);
+    let key = run(&db, &["api-key", "create", "--account", "acme"]);
+
+    let server = Server::start(&db);
+    let serving = server.wait_for_log("is serving").await;
+    let base = serving
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the address")
+        .trim_end_matches('/')
+        .to_string();
+
+    let rx = Receiver::start().await;
+    let http = reqwest::Client::new();
+    let endpoint: Value = http
+        .post(format!("{base}/api/v1/endpoints"))
+        .bearer_auth(&key)
+        .json(&json!({ "url": rx.url }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = endpoint["secret"].as_str().expect("a secret").to_string();
+    let marker = "payload-marker-3f9c1b";
+    let res = http
+        .post(format!("{base}/api/v1/events"))
+        .bearer_auth(&key)
+        .json(&json!({ "type": "invoice.paid", "payload": { "note": marker } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
+
+    rx.wait_for(1).await;
+    let attempt = server.wait_for_log("engine: attempt ").await;
+    let finished = server.wait_for_log("delivery finished").await;
+    let log = server.terminate();
+
+    for part in [
+        "delivery=",
+        "host=127.0.0.1",
+        "status=200",
+        "duration_ms=",
+        "outcome=delivered",
+    ] {
+        assert!(attempt.contains(part), "{part} in {attempt}");
+    }
+    assert!(finished.contains("state=\"delivered\""), "{finished}");
+
+    let signature = rx.got()[0].headers["webhook-signature"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let signature_b64 = signature.trim_start_matches("v1,");
+    let secret_b64 = secret.trim_start_matches("whsec_");
+    for (what, needle) in [
+        ("the API key", key.as_str()),
+        ("the endpoint secret", secret_b64),
+        ("the signature", signature_b64),
+        ("the payload", marker),
+    ] {
+        assert!(!log.contains(needle), "{what} leaked into the log:\n{log}");
+    }
+    assert!(
+        !log.to_lowercase().contains("bearer"),
+        "an Authorization header leaked:\n{log}"
+    );
+}
