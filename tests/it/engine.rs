@@ -27,6 +27,7 @@ on_both_backends!(
     a_day_without_success_while_dead_lettering_pauses_the_endpoint,
     shutdown_lets_attempts_finish_within_the_grace_period,
     shutdown_hands_back_attempts_that_outlast_the_grace_period,
+    a_receiver_that_hangs_times_out_and_is_retried,
     redirects_are_recorded_not_followed,
     large_and_binary_response_bodies_are_capped_and_stored_safely,
     both_secrets_sign_during_rotation,
@@ -354,6 +355,32 @@ async fn shutdown_hands_back_attempts_that_outlast_the_grace_period(store: Store
     assert_eq!((d.claim_token, d.lease_until), (None, None));
     let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
     assert!(attempts.is_empty());
+}
+
+async fn a_receiver_that_hangs_times_out_and_is_retried(store: Store) {
+    let mut config = ServeConfig::for_tests();
+    config.delivery.request_timeout = Duration::from_millis(300);
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_secs(5));
+    api.endpoint(&rx).await;
+    let ev = send_many(&api, 1).await;
+
+    api.tick().await;
+    let d = api.delivery(&ev[0]).await;
+    assert_eq!(
+        d.state(),
+        Some(DeliveryState::Pending),
+        "a timeout is transient"
+    );
+    assert_eq!((d.attempts, d.last_status), (1, None));
+    let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
+    let error = attempts[0].error.as_deref().unwrap_or_default();
+    assert!(error.contains("timed out"), "{error}");
+    assert!(
+        attempts[0].duration_ms < 5_000,
+        "gave up before the receiver answered"
+    );
 }
 
 async fn redirects_are_recorded_not_followed(store: Store) {
