@@ -10,4 +10,11 @@ export DAKGHAR_DATABASE_URL="sqlite://$tmp/e2e.db"
 unset DATABASE_URL
 "$bin" account create --name "E2E Account" >/dev/null
 "$bin" user create --email e2e@dakghar.test --account "E2E Account" --password 'e2e password 123' >/dev/null
-exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site
+# The tests send events through the REST API with this key.
+state="${TMPDIR:-/tmp}/dakghar-e2e-$port"
+mkdir -p "$state"
+"$bin" api-key create --account "E2E Account" >"$state/api-key"
+# Seconds instead of minutes between retries, and a resend budget small
+# enough to reach in a test.
+exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site \
+  --retry-base-delay 1s --retry-max-delay 2s --resends-per-minute 4

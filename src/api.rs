@@ -3,7 +3,7 @@
 
 mod caller;
 pub mod endpoint_url;
-mod endpoints;
+pub(crate) mod endpoints;
 pub mod error;
 pub mod events;
 

@@ -65,6 +65,9 @@ struct ServeArgs {
     /// Mark the session cookie Secure: set when users reach Dakghar over https.
     #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
     secure_cookies: bool,
+    /// Resends allowed per endpoint per minute (API and dashboard together).
+    #[arg(long, env = "DAKGHAR_RESENDS_PER_MINUTE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
+    resends_per_minute: i64,
     #[command(flatten)]
     delivery: DeliveryArgs,
 }
@@ -262,6 +265,7 @@ async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
         secure_cookies: args.secure_cookies,
         delivery: args.delivery.settings(),
         run_workers: true,
+        resends_per_minute: args.resends_per_minute,
     };
     let app = Application::build(config, store, clock).await?;
     tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());

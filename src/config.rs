@@ -15,6 +15,8 @@ pub struct ServeConfig {
     pub delivery: DeliverySettings,
     /// Run the embedded delivery workers (tests drive the engine by hand).
     pub run_workers: bool,
+    /// Resends per endpoint per minute, API and dashboard together (SPEC §5).
+    pub resends_per_minute: i64,
 }
 
 impl ServeConfig {
@@ -26,6 +28,7 @@ impl ServeConfig {
             secure_cookies: false,
             delivery: DeliverySettings::default(),
             run_workers: false,
+            resends_per_minute: 100,
         }
     }
 }

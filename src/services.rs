@@ -3,11 +3,18 @@
 
 use app::{
     error::AppError,
-    model::{Me, Viewer},
+    model::{
+        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
+        events::{EventDetail, EventsList, EventsQuery},
+        Me, Viewer,
+    },
     port::Dashboard,
 };
 
 use crate::{store::StoreError, web::Ctx};
+
+mod endpoints;
+mod events;
 
 fn internal(e: StoreError) -> AppError {
     match e {
@@ -33,5 +40,62 @@ impl Dashboard for Ctx {
             email: user.email,
             account_name: account.name,
         })
+    }
+
+    async fn list_events(
+        &self,
+        viewer: &Viewer,
+        query: EventsQuery,
+    ) -> Result<EventsList, AppError> {
+        events::list(self, viewer, query).await
+    }
+
+    async fn event_detail(&self, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
+        events::detail(self, viewer, id).await
+    }
+
+    async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
+        events::resend(self, viewer, delivery_id).await
+    }
+
+    async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError> {
+        endpoints::list(self, viewer).await
+    }
+
+    async fn endpoint_detail(&self, viewer: &Viewer, id: &str) -> Result<EndpointDetail, AppError> {
+        endpoints::detail(self, viewer, id).await
+    }
+
+    async fn create_endpoint(
+        &self,
+        viewer: &Viewer,
+        form: NewEndpointForm,
+    ) -> Result<String, AppError> {
+        endpoints::create(self, viewer, form).await
+    }
+
+    async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        endpoints::delete(self, viewer, id).await
+    }
+
+    async fn set_endpoint_paused(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        paused: bool,
+    ) -> Result<(), AppError> {
+        endpoints::set_paused(self, viewer, id, paused).await
+    }
+
+    async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        endpoints::rotate(self, viewer, id).await
+    }
+
+    async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
+        endpoints::reveal(self, viewer, id).await
+    }
+
+    async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
+        endpoints::send_test(self, viewer, id).await
     }
 }

@@ -81,10 +81,12 @@ macro_rules! on_pool {
 
 mod endpoints;
 mod events;
+mod health;
 mod rate;
 
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
+pub use health::{Health, LastAttempt, WindowStats};
 
 /// The ids a claim may take ($1 = now, $3 = batch size): due `pending`
 /// deliveries of active endpoints, oldest first, and per endpoint no more
@@ -429,6 +431,18 @@ impl Store {
         now: Timestamp,
         give_up_at: Timestamp,
     ) -> Result<InsertedEvent> {
+        self.insert_event_for(new, None, now, give_up_at).await
+    }
+
+    /// Like `insert_event`; with `only` set, the event goes to that one
+    /// endpoint whatever its filter (the dashboard's "send test event").
+    pub async fn insert_event_for(
+        &self,
+        new: NewEvent,
+        only: Option<&str>,
+        now: Timestamp,
+        give_up_at: Timestamp,
+    ) -> Result<InsertedEvent> {
         // The write comes first so SQLite takes its write lock at once
         // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
         let insert_event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
@@ -457,7 +471,11 @@ impl Store {
                 .fetch_all(&mut *tx)
                 .await?;
             let mut deliveries = Vec::new();
-            for endpoint in targets.iter().filter(|e| e.wants(&event.event_type)) {
+            let chosen = targets.iter().filter(|e| match only {
+                Some(id) => e.id == id,
+                None => e.wants(&event.event_type),
+            });
+            for endpoint in chosen {
                 let delivery = sqlx::query_as::<_, Delivery>(insert_delivery)
                     .bind(ids::new_id(ids::DELIVERY))
                     .bind(&event.account_id)
@@ -551,8 +569,8 @@ impl Store {
         let insert_attempt =
             "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
                               request_headers, response_status, response_headers, response_body, \
-                              error, classification) \
-                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+                              error, classification, endpoint_id) \
+                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
         let update = "UPDATE deliveries SET state = $1, attempts = attempts + $2, \
                       attempt_seq = $3, next_attempt_at = $4, claimed_at = NULL, lease_until = NULL, claim_token = NULL, \
                       last_status = $5, last_response = $6, last_error = $7, finished_at = $8, \
@@ -598,6 +616,7 @@ impl Store {
                 .bind(&record.response_body)
                 .bind(&record.error)
                 .bind(&record.classification)
+                .bind(&claimed.endpoint_id)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;

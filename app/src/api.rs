@@ -1,4 +1,6 @@
 //! Server functions, one per file, grouped by domain. Each stays thin: it
 //! asks the server's `Dashboard` port and returns what the page shows.
 
+pub mod endpoints;
+pub mod events;
 pub mod me;

@@ -1,1 +1,2 @@
+pub mod copy_button;
 pub mod layout;

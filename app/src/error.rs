@@ -17,6 +17,10 @@ pub enum AppError {
     NotFound,
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("too many resends for this endpoint; try again in {retry_after_s} s")]
+    RateLimited { retry_after_s: u64 },
     #[error("something went wrong on our side; it has been logged")]
     Internal,
     #[error("the request did not reach the server: {0}")]

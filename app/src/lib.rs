@@ -5,6 +5,7 @@
 pub mod api;
 pub mod components;
 pub mod error;
+pub mod format;
 pub mod model;
 pub mod pages;
 #[cfg(feature = "ssr")]
@@ -17,7 +18,10 @@ use leptos_router::{
     path, SsrMode,
 };
 
-use crate::pages::{events::EventsPage, login::LoginPage, not_found::NotFound};
+use crate::pages::{
+    endpoint_detail::EndpointDetailPage, endpoints::EndpointsPage, event_detail::EventDetailPage,
+    events::EventsPage, login::LoginPage, not_found::NotFound,
+};
 
 /// The HTML document around the app; rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -50,6 +54,9 @@ pub fn App() -> impl IntoView {
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
                 <Route path=path!("/events") view=EventsPage ssr=SsrMode::Async />
+                <Route path=path!("/events/:id") view=EventDetailPage ssr=SsrMode::Async />
+                <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async />
+                <Route path=path!("/endpoints/:id") view=EndpointDetailPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -18,3 +18,6 @@ pub struct Me {
     pub account_name: String,
     pub is_admin: bool,
 }
+
+pub mod endpoints;
+pub mod events;

@@ -8,12 +8,44 @@ use leptos::prelude::*;
 
 use crate::{
     error::AppError,
-    model::{Me, Viewer},
+    model::{
+        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
+        events::{EventDetail, EventsList, EventsQuery},
+        Me, Viewer,
+    },
 };
 
+/// Every method is scoped to the viewer's account: another account's ids
+/// are `NotFound` and change nothing.
 #[async_trait::async_trait]
 pub trait Dashboard: Send + Sync + 'static {
     async fn me(&self, viewer: &Viewer) -> Result<Me, AppError>;
+    async fn list_events(
+        &self,
+        viewer: &Viewer,
+        query: EventsQuery,
+    ) -> Result<EventsList, AppError>;
+    async fn event_detail(&self, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError>;
+    async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError>;
+    async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError>;
+    async fn endpoint_detail(&self, viewer: &Viewer, id: &str) -> Result<EndpointDetail, AppError>;
+    /// Returns the new endpoint's id.
+    async fn create_endpoint(
+        &self,
+        viewer: &Viewer,
+        form: NewEndpointForm,
+    ) -> Result<String, AppError>;
+    async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    async fn set_endpoint_paused(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        paused: bool,
+    ) -> Result<(), AppError>;
+    async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
+    /// Sends a `dakghar.test` event to this endpoint only; returns its id.
+    async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
 }
 
 pub type DashboardRef = Arc<dyn Dashboard>;
@@ -29,4 +61,53 @@ pub fn services() -> Result<(DashboardRef, Viewer), AppError> {
         return Err(AppError::Unauthorized);
     };
     Ok((services, viewer))
+}
+
+/// Like `services`, for server functions that change something: a request
+/// another site's page made (a forged form post) is refused.
+pub fn services_for_change() -> Result<(DashboardRef, Viewer), AppError> {
+    let parts = use_context::<http::request::Parts>().ok_or(AppError::Internal)?;
+    if is_cross_site(&parts.headers) {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(http::StatusCode::FORBIDDEN);
+        }
+        return Err(AppError::Forbidden);
+    }
+    services()
+}
+
+/// Browsers say where a request came from in `Sec-Fetch-Site`; older ones
+/// only in `Origin`, which must then name this host.
+pub fn is_cross_site(headers: &http::HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return !matches!(site.to_str(), Ok("same-origin" | "none"));
+    }
+    let Some(origin) = headers.get(http::header::ORIGIN) else {
+        return false;
+    };
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, rest)| rest.trim_end_matches('/'));
+    origin_host != Some(host)
+}
+
+/// Lets the caller see the status and `Retry-After` of a rate-limited
+/// request, as the REST API answers.
+pub fn answer_rate_limited(error: &AppError) {
+    let AppError::RateLimited { retry_after_s } = error else {
+        return;
+    };
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::TOO_MANY_REQUESTS);
+        response.insert_header(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from(*retry_after_s),
+        );
+    }
 }

@@ -85,7 +85,7 @@ impl EndpointOut {
     }
 }
 
-fn check_types(types: &[String]) -> ApiResult<()> {
+pub(crate) fn check_types(types: &[String]) -> ApiResult<()> {
     if types.len() > MAX_EVENT_TYPES {
         return Err(ApiError::bad_request(
             "invalid_event_types",
@@ -101,7 +101,7 @@ fn check_types(types: &[String]) -> ApiResult<()> {
     Ok(())
 }
 
-fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResult<()> {
+pub(crate) fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResult<()> {
     if rate.is_some_and(|r| !(1..=10_000).contains(&r)) {
         return Err(ApiError::bad_request(
             "invalid_rate_limit",
@@ -117,7 +117,7 @@ fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResult<()> {
     Ok(())
 }
 
-fn url(raw: &str) -> ApiResult<String> {
+pub(crate) fn url(raw: &str) -> ApiResult<String> {
     EndpointUrl::parse(raw)
         .map(|u| u.as_str().to_string())
         .map_err(|m| ApiError::bad_request("invalid_url", m))

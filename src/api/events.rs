@@ -1,6 +1,6 @@
 //! `/api/v1/events`: ingest (SPEC §3), listing and detail; and resend (§5).
 
-use std::{collections::HashMap, time::Duration};
+use std::collections::HashMap;
 
 use axum::{
     body::Body,
@@ -19,13 +19,13 @@ use crate::{
     clock::Timestamp,
     delivery::classify::explain,
     ids,
+    resend::{self, ResendError},
     store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
     web::AppState,
 };
 
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 const MAX_ID_CHARS: usize = 255;
-pub const RESENDS_PER_MINUTE: i64 = 100;
 
 #[derive(Deserialize)]
 struct EventIn<'a> {
@@ -266,6 +266,7 @@ pub async fn list(
         since: get("since").map(|v| parse_time("since", v)).transpose()?,
         until: get("until").map(|v| parse_time("until", v)).transpose()?,
         after: get("cursor").map(parse_cursor).transpose()?,
+        id: None,
     };
     let page = state
         .ctx
@@ -322,51 +323,16 @@ pub async fn resend(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<DeliveryOut>)> {
-    let ctx = &state.ctx;
-    let now = ctx.clock.now();
-    let delivery = ctx
-        .store
-        .account_delivery(&caller.account_id, &id)
-        .await
-        .map_err(or_not_found("delivery"))?;
-    let budget = ctx
-        .store
-        .take_rate_slot(
-            &format!("resend:{}", delivery.endpoint_id),
-            Duration::from_secs(60),
-            RESENDS_PER_MINUTE,
-            now,
-        )
-        .await?;
-    if let Some(free_at) = budget {
-        let wait = u64::try_from((free_at.millis() - now.millis() + 999) / 1000).unwrap_or(60);
-        return Err(ApiError::too_many_requests(
-            wait,
-            format!("at most {RESENDS_PER_MINUTE} resends per minute per endpoint; try again in {wait} s"),
-        ));
-    }
-    let give_up = now.plus(ctx.engine.settings().retry_window);
-    let updated = ctx
-        .store
-        .resend_delivery(&caller.account_id, &id, give_up, now)
+    let actor = format!("api_key:{}", caller.key_id);
+    let updated = resend::resend(&state.ctx, &caller.account_id, &id, &actor)
         .await
         .map_err(|e| match e {
-            StoreError::Conflict(_) => {
-                ApiError::conflict("the delivery is already pending or in flight")
+            ResendError::NotFound => ApiError::not_found("delivery"),
+            ResendError::NotFinished => ApiError::conflict(e.to_string()),
+            ResendError::RateLimited { retry_after_s, .. } => {
+                ApiError::too_many_requests(retry_after_s, e.to_string())
             }
-            e => e.into(),
+            ResendError::Store(e) => e.into(),
         })?;
-    let criteria = serde_json::json!({ "delivery_id": id }).to_string();
-    ctx.store
-        .record_replay(
-            Some(&caller.account_id),
-            &format!("api_key:{}", caller.key_id),
-            "single",
-            &criteria,
-            1,
-            now,
-        )
-        .await?;
-    ctx.engine.wake().await;
     Ok((StatusCode::ACCEPTED, Json(delivery_out(updated, None))))
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{claim_held, Delivery, Event, Notification, Pool, Result, Store, StoreError};
+use super::{claim_held, Delivery, Event, Notification, Pool, Replay, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
 #[derive(Debug, Default, Clone)]
@@ -17,6 +17,8 @@ pub struct EventFilter {
     pub until: Option<Timestamp>,
     /// Continue after this (created_at, id), newest first.
     pub after: Option<(i64, String)>,
+    /// Exactly this event id.
+    pub id: Option<String>,
 }
 
 #[derive(Debug)]
@@ -43,6 +45,7 @@ impl Store {
                         AND d.event_id = e.id AND d.state = $7)) \
                    AND ($8 IS NULL OR EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
                         AND d.event_id = e.id AND d.endpoint_id = $8)) \
+                   AND ($10 IS NULL OR e.id = $10) \
                    ORDER BY e.created_at DESC, e.id DESC LIMIT $9";
         let (after_at, after_id) = match &filter.after {
             Some((at, id)) => (Some(*at), Some(id.clone())),
@@ -58,6 +61,7 @@ impl Store {
             .bind(&filter.state)
             .bind(&filter.endpoint_id)
             .bind(limit + 1)
+            .bind(&filter.id)
             .fetch_all(p)
             .await)?;
         let has_more = events.len() as i64 > limit;
@@ -118,10 +122,12 @@ impl Store {
 
     /// Resend (SPEC §5): from delivered, failed or expired back to pending,
     /// due now, with a fresh deadline and backoff counter; history is kept.
+    /// The audit row by `actor` is written in the same transaction.
     pub async fn resend_delivery(
         &self,
         account_id: &str,
         id: &str,
+        actor: &str,
         give_up_at: Timestamp,
         now: Timestamp,
     ) -> Result<Delivery> {
@@ -129,13 +135,32 @@ impl Store {
                    give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $1 \
                    WHERE account_id = $3 AND id = $4 \
                    AND state IN ('delivered', 'failed', 'expired') RETURNING *";
-        let updated = on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
-            .bind(now.millis())
-            .bind(give_up_at.millis())
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(p)
-            .await)?;
+        let audit =
+            "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
+                     VALUES ($1, $2, $3, 'single', $4, 1, $5)";
+        let criteria = serde_json::json!({ "delivery_id": id }).to_string();
+        let updated = on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let updated = sqlx::query_as::<_, Delivery>(sql)
+                .bind(now.millis())
+                .bind(give_up_at.millis())
+                .bind(account_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if updated.is_some() {
+                sqlx::query(audit)
+                    .bind(ids::new_id(ids::REPLAY))
+                    .bind(account_id)
+                    .bind(actor)
+                    .bind(&criteria)
+                    .bind(now.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
+            Ok::<_, StoreError>(updated)
+        })?;
         match updated {
             Some(d) => Ok(d),
             None => {
@@ -253,5 +278,16 @@ impl Store {
             .await
             .map(|_| ()))?;
         Ok(())
+    }
+
+    /// The audit log, newest first: one account's, or everyone's for admins.
+    pub async fn replays(&self, account_id: Option<&str>, limit: i64) -> Result<Vec<Replay>> {
+        let sql = "SELECT * FROM replays WHERE ($1 IS NULL OR account_id = $1) \
+                   ORDER BY created_at DESC, id DESC LIMIT $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Replay>(sql)
+            .bind(account_id)
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
     }
 }

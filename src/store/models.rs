@@ -196,3 +196,15 @@ pub struct Notification {
     pub created_at: i64,
     pub sent_at: Option<i64>,
 }
+
+/// One line of the replay audit log: who resent what, and how many.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct Replay {
+    pub id: String,
+    pub account_id: Option<String>,
+    pub actor: String,
+    pub kind: String,
+    pub criteria: String,
+    pub count: i64,
+    pub created_at: i64,
+}

@@ -7,6 +7,8 @@ mod helpers;
 
 mod api_client;
 mod cli;
+mod dashboard_endpoints;
+mod dashboard_events;
 mod delivery;
 mod engine;
 mod login;

@@ -15,6 +15,7 @@ pub fn Layout(children: ChildrenFn) -> impl IntoView {
             </a>
             <nav aria-label="Main">
                 <A href="/events">"Events"</A>
+                <A href="/endpoints">"Endpoints"</A>
             </nav>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move { me.await.map(|me| view! { <Account me /> }) })}

@@ -1,22 +1,210 @@
-//! The events list. For now: who is signed in, and how to send a first event.
+//! The events list: newest first, a badge per endpoint delivery, filters
+//! that live in the URL (a plain GET form, so links share and the back
+//! button works, with or without JavaScript), and cursor pages.
 
 use leptos::prelude::*;
 use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
 
-use crate::components::layout::Layout;
+use crate::{
+    api::events::list_events,
+    components::layout::{ErrorNotice, Layout},
+    format,
+    model::events::{EndpointOption, EventRow, EventsList, EventsQuery, RANGES, STATES},
+};
 
 #[component]
 pub fn EventsPage() -> impl IntoView {
+    let query = use_query_map();
+    let filters = Memo::new(move |_| {
+        let q = query.read();
+        let get = |k: &str| {
+            q.get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        EventsQuery {
+            state: get("state"),
+            event_type: get("type"),
+            endpoint: get("endpoint"),
+            range: get("range"),
+            id: get("id"),
+            cursor: get("cursor"),
+        }
+    });
+    let list = Resource::new(move || filters.get(), list_events);
     view! {
         <Title text="Events" />
         <Layout>
-            <h1>"Events"</h1>
-            <section class="card empty-state">
-                <h2>"No events yet"</h2>
-                <p>"Create an API key, then send your first event:"</p>
-                <pre><code>{FIRST_EVENT}</code></pre>
-            </section>
+            <div class="page-head">
+                <h1>"Events"</h1>
+            </div>
+            <Transition fallback=|| view! { <p class="muted">"Loading events…"</p> }>
+                {move || Suspend::new(async move {
+                    let q = filters.get_untracked();
+                    match list.await {
+                        Ok(list) => view! { <EventsView q list /> }.into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Transition>
         </Layout>
+    }
+}
+
+#[component]
+fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
+    let first_ever = list.rows.is_empty() && !q.is_filtered() && q.cursor.is_none();
+    if first_ever {
+        return view! { <FirstEvent /> }.into_any();
+    }
+    let older = list.next_cursor.as_deref().map(|c| q.to_url(Some(c)));
+    let newest = q.cursor.is_some().then(|| q.to_url(None));
+    let empty = list.rows.is_empty();
+    view! {
+        <Filters q=q.clone() endpoints=list.endpoints.clone() />
+        <Show when=move || empty>
+            <section class="card empty-state">
+                <h2>"No events match these filters"</h2>
+                <p>
+                    <a href="/events">"Clear the filters"</a>
+                    " to see every event."
+                </p>
+            </section>
+        </Show>
+        <Show when=move || !empty>
+            <table class="table events" data-testid="events-table">
+                <thead>
+                    <tr>
+                        <th>"Event"</th>
+                        <th>"Deliveries"</th>
+                        <th class="time">"Created"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {list.rows.clone().into_iter().map(|row| view! { <Row row /> }).collect_view()}
+                </tbody>
+            </table>
+        </Show>
+        <nav class="pager" aria-label="Pages">
+            {newest.map(|href| view! { <a class="button secondary" href=href>"← Newest"</a> })}
+            {older.map(|href| view! { <a class="button secondary" href=href rel="next">"Older events →"</a> })}
+        </nav>
+    }
+    .into_any()
+}
+
+#[component]
+fn Row(row: EventRow) -> impl IntoView {
+    let href = format!("/events/{}", row.id);
+    view! {
+        <tr data-testid="event-row">
+            <td>
+                <a class="event-link" href=href>
+                    <span class="event-type">{row.event_type}</span>
+                    <code class="event-id">{row.id}</code>
+                </a>
+            </td>
+            <td class="badges">
+                {row
+                    .deliveries
+                    .into_iter()
+                    .map(|d| {
+                        let host = host_of(&d.endpoint_url);
+                        view! {
+                            <span class=d.status.class() title=d.endpoint_url.clone()>
+                                {d.status.label()}
+                                <span class="badge-host">{host}</span>
+                            </span>
+                        }
+                    })
+                    .collect_view()}
+            </td>
+            <td class="time">{format::time(row.created_at)}</td>
+        </tr>
+    }
+}
+
+/// The URL's host, for a compact label; the full URL is in the tooltip.
+pub fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', '?', '#'])
+        .next()
+        .unwrap_or(rest)
+        .to_string()
+}
+
+#[component]
+fn Filters(q: EventsQuery, endpoints: Vec<EndpointOption>) -> impl IntoView {
+    let state = q.state.clone().unwrap_or_default();
+    let range = q.range.clone().unwrap_or_default();
+    let endpoint = q.endpoint.clone().unwrap_or_default();
+    view! {
+        <form class="filters card" method="get" action="/events" role="search">
+            <label>
+                "State"
+                <select name="state">
+                    <option value="">"Any state"</option>
+                    {STATES
+                        .iter()
+                        .map(|(v, label)| {
+                            view! { <option value=*v selected=state == *v>{*label}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Event type"
+                <input name="type" value=q.event_type.clone().unwrap_or_default() placeholder="invoice.paid" />
+            </label>
+            <label>
+                "Endpoint"
+                <select name="endpoint">
+                    <option value="">"Any endpoint"</option>
+                    {endpoints
+                        .into_iter()
+                        .map(|e| {
+                            let selected = endpoint == e.id;
+                            view! { <option value=e.id selected=selected>{e.url}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Time"
+                <select name="range">
+                    <option value="">"Any time"</option>
+                    {RANGES
+                        .iter()
+                        .map(|(v, label)| {
+                            view! { <option value=*v selected=range == *v>{*label}</option> }
+                        })
+                        .collect_view()}
+                </select>
+            </label>
+            <label>
+                "Event id"
+                <input name="id" value=q.id.clone().unwrap_or_default() placeholder="evt_…" />
+            </label>
+            <div class="filter-actions">
+                <button type="submit" class="button primary">"Filter"</button>
+                <a class="button secondary" href="/events">"Clear"</a>
+            </div>
+        </form>
+    }
+}
+
+#[component]
+fn FirstEvent() -> impl IntoView {
+    view! {
+        <section class="card empty-state" data-testid="first-event">
+            <h2>"No events yet"</h2>
+            <p>
+                "Add an endpoint, create an API key, then send your first event. "
+                "It shows up here with what your endpoint answered."
+            </p>
+            <pre><code>{FIRST_EVENT}</code></pre>
+        </section>
     }
 }
 

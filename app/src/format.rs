@@ -1,0 +1,79 @@
+//! Times and durations as the pages print them. The server and the browser
+//! must print the same text (hydration compares them), so times are UTC
+//! and computed here rather than from the browser's locale.
+
+/// `2026-11-30 14:05:09 UTC` from unix milliseconds.
+pub fn time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// `850 ms`, `2.4 s`, `3 min 5 s`.
+pub fn duration_ms(ms: i64) -> String {
+    match ms {
+        ..=999 => format!("{ms} ms"),
+        1_000..=59_999 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+    }
+}
+
+/// How far `at` is from `now`: "in 4 min", "12 s ago".
+pub fn relative(at: i64, now: i64) -> String {
+    let delta = (at - now) / 1000;
+    let span = delta.unsigned_abs();
+    let text = match span {
+        0..=59 => format!("{span} s"),
+        60..=3599 => format!("{} min", span / 60),
+        3600..=172_799 => format!("{} h {} min", span / 3600, span % 3600 / 60),
+        _ => format!("{} days", span / 86_400),
+    };
+    if delta >= 0 {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_in_utc() {
+        assert_eq!(time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(time(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(time(1_796_000_000_123), "2026-11-30 00:53:20 UTC");
+        assert_eq!(time(-1_000), "1969-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn durations_and_distances() {
+        assert_eq!(duration_ms(42), "42 ms");
+        assert_eq!(duration_ms(2_400), "2.4 s");
+        assert_eq!(duration_ms(185_000), "3 min 5 s");
+        assert_eq!(relative(61_000, 0), "in 1 min");
+        assert_eq!(relative(0, 12_000), "12 s ago");
+        assert_eq!(relative(7_200_000, 0), "in 2 h 0 min");
+    }
+}

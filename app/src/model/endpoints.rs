@@ -1,0 +1,110 @@
+//! What the endpoints pages show: health at a glance, and per endpoint the
+//! numbers, the chart, recent errors and the waiting queue.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointSummary {
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    /// Empty: every event type.
+    pub event_types: Vec<String>,
+    pub condition: Condition,
+    /// Attempts and successes in the last 24 hours.
+    pub attempts_24h: i64,
+    pub delivered_24h: i64,
+    pub last_attempt: Option<LastAttempt>,
+}
+
+impl EndpointSummary {
+    /// Whole percent, or `None` with nothing to measure.
+    pub fn success_rate_24h(&self) -> Option<i64> {
+        percent(self.delivered_24h, self.attempts_24h)
+    }
+}
+
+pub fn percent(part: i64, whole: i64) -> Option<i64> {
+    (whole > 0).then(|| (part * 100 + whole / 2) / whole)
+}
+
+/// The one line that says whether an endpoint is well.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Condition {
+    Healthy,
+    Failing { since: i64 },
+    CircuitOpen { until: i64 },
+    Paused { reason: Option<String> },
+    Disabled,
+}
+
+impl Condition {
+    pub fn label(&self) -> String {
+        match self {
+            Condition::Healthy => "active".into(),
+            Condition::Failing { .. } => "failing".into(),
+            Condition::CircuitOpen { .. } => "circuit open".into(),
+            Condition::Paused { .. } => "paused".into(),
+            Condition::Disabled => "disabled".into(),
+        }
+    }
+
+    pub fn class(&self) -> &'static str {
+        match self {
+            Condition::Healthy => "badge delivered",
+            Condition::Failing { .. } => "badge retrying",
+            Condition::CircuitOpen { .. } => "badge failed",
+            Condition::Paused { .. } | Condition::Disabled => "badge expired",
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        matches!(self, Condition::Paused { .. })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastAttempt {
+    pub at: i64,
+    pub status: Option<i64>,
+    pub delivered: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointDetail {
+    pub now: i64,
+    pub summary: EndpointSummary,
+    pub rate_limit_per_sec: Option<i64>,
+    pub max_in_flight: i64,
+    pub attempts_7d: i64,
+    pub delivered_7d: i64,
+    pub avg_ms_24h: Option<i64>,
+    pub p95_ms_24h: Option<i64>,
+    /// 24 hours, oldest first: (hour start, delivered, not delivered).
+    pub hourly: Vec<(i64, i64, i64)>,
+    pub last_errors: Vec<ErrorLine>,
+    pub pending: i64,
+    pub in_flight: i64,
+    /// Until when the previous secret still signs, after a rotation.
+    pub previous_secret_until: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorLine {
+    pub at: i64,
+    pub event_id: String,
+    pub status: Option<i64>,
+    pub explanation: String,
+    pub error: Option<String>,
+}
+
+/// The create form's fields as typed; the server validates them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEndpointForm {
+    pub url: String,
+    pub description: String,
+    /// Comma- or space-separated; empty means every type.
+    pub event_types: String,
+    pub rate_limit_per_sec: String,
+    pub max_in_flight: String,
+}

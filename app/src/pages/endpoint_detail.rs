@@ -1,0 +1,301 @@
+//! One endpoint's health: success rates, latency, attempts per hour, the
+//! last errors and the queue waiting for it; and what can be done about it.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_params_map;
+
+use crate::{
+    api::endpoints::{
+        get_endpoint, DeleteEndpoint, PauseEndpoint, ResumeEndpoint, RevealSecret, RotateSecret,
+        SendTestEvent,
+    },
+    components::layout::{ErrorNotice, Layout},
+    format,
+    model::endpoints::{percent, EndpointDetail},
+    pages::endpoints::ConditionBadge,
+};
+
+#[component]
+pub fn EndpointDetailPage() -> impl IntoView {
+    let params = use_params_map();
+    let id = move || params.read().get("id").unwrap_or_default();
+    let pause = ServerAction::<PauseEndpoint>::new();
+    let resume = ServerAction::<ResumeEndpoint>::new();
+    let rotate = ServerAction::<RotateSecret>::new();
+    let test_event = ServerAction::<SendTestEvent>::new();
+    let changed = move || {
+        (
+            pause.version().get(),
+            resume.version().get(),
+            rotate.version().get(),
+            test_event.version().get(),
+        )
+    };
+    let detail = Resource::new(move || (id(), changed()), |(id, _)| get_endpoint(id));
+    let actions = Actions {
+        pause,
+        resume,
+        rotate,
+        test_event,
+    };
+    view! {
+        <Title text="Endpoint" />
+        <Layout>
+            <p class="crumbs">
+                <a href="/endpoints">"← Endpoints"</a>
+            </p>
+            <Transition fallback=|| view! { <p class="muted">"Loading the endpoint…"</p> }>
+                {move || Suspend::new(async move {
+                    match detail.await {
+                        Ok(d) => view! { <EndpointView d actions /> }.into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </Layout>
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Actions {
+    pause: ServerAction<PauseEndpoint>,
+    resume: ServerAction<ResumeEndpoint>,
+    rotate: ServerAction<RotateSecret>,
+    test_event: ServerAction<SendTestEvent>,
+}
+
+#[component]
+fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
+    let s = &d.summary;
+    let (id_toggle, id_test, id_secret, id_delete) =
+        (s.id.clone(), s.id.clone(), s.id.clone(), s.id.clone());
+    let rate = |part, whole| match percent(part, whole) {
+        Some(p) => format!("{p}%"),
+        None => "—".to_string(),
+    };
+    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    let types = if s.event_types.is_empty() {
+        "all events".to_string()
+    } else {
+        s.event_types.join(", ")
+    };
+    let limit = d.rate_limit_per_sec.map_or_else(
+        || "no rate limit".to_string(),
+        |r| format!("{r} per second"),
+    );
+    let paused = s.condition.is_paused();
+    let sent = move || match actions.test_event.value().get() {
+        Some(Ok(event_id)) => Some(view! {
+            <p class="notice ok small" data-testid="test-sent">
+                "Test event sent: "
+                <a href=format!("/events/{event_id}")>{event_id.clone()}</a>
+            </p>
+        }),
+        _ => None,
+    };
+    view! {
+        <div class="page-head">
+            <div>
+                <h1 class="endpoint-url">{s.url.clone()}</h1>
+                <p class="muted">{s.description.clone()}</p>
+            </div>
+            <div>
+                <ConditionBadge condition=s.condition.clone() />
+            </div>
+        </div>
+        <div class="tiles">
+            <Tile label="Success, 24 h" value=rate(s.delivered_24h, s.attempts_24h) sub=format!("{} attempts", s.attempts_24h) testid="rate-24h" />
+            <Tile label="Success, 7 days" value=rate(d.delivered_7d, d.attempts_7d) sub=format!("{} attempts", d.attempts_7d) testid="rate-7d" />
+            <Tile label="Average latency, 24 h" value=ms(d.avg_ms_24h) sub=String::new() testid="avg-latency" />
+            <Tile label="p95 latency, 24 h" value=ms(d.p95_ms_24h) sub=String::new() testid="p95-latency" />
+            <Tile label="Waiting" value=d.pending.to_string() sub=format!("{} in flight", d.in_flight) testid="queue" />
+        </div>
+        <section class="card">
+            <h2>"Attempts per hour, last 24 hours"</h2>
+            <Chart hourly=d.hourly.clone() />
+        </section>
+        <section class="card">
+            <h2>"Last errors"</h2>
+            {if d.last_errors.is_empty() {
+                view! { <p class="muted">"No failed attempts."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="errors" data-testid="last-errors">
+                        {d
+                            .last_errors
+                            .iter()
+                            .map(|e| {
+                                view! {
+                                    <li>
+                                        <span class="muted small">{format::time(e.at)}</span>
+                                        " "
+                                        <a href=format!("/events/{}", e.event_id)>{e.event_id.clone()}</a>
+                                        <div>{e.explanation.clone()}</div>
+                                        {e.error.clone().map(|x| view! { <div class="muted small">{x}</div> })}
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
+                }
+                .into_any()
+            }}
+        </section>
+        <div class="grid two">
+            <section class="card">
+                <h2>"Actions"</h2>
+                <div class="actions">
+                    {if paused {
+                        view! {
+                            <ActionForm action=actions.resume>
+                                <input type="hidden" name="id" value=id_toggle.clone() />
+                                <button type="submit" class="button primary" data-testid="resume">"Resume"</button>
+                            </ActionForm>
+                        }
+                            .into_any()
+                    } else {
+                        view! {
+                            <ActionForm action=actions.pause>
+                                <input type="hidden" name="id" value=id_toggle.clone() />
+                                <button type="submit" class="button secondary" data-testid="pause">"Pause"</button>
+                            </ActionForm>
+                        }
+                            .into_any()
+                    }}
+                    <ActionForm action=actions.test_event>
+                        <input type="hidden" name="id" value=id_test />
+                        <button type="submit" class="button secondary" data-testid="send-test">"Send test event"</button>
+                    </ActionForm>
+                </div>
+                {sent}
+                <p class="muted small">
+                    "Paused endpoints keep queueing; Resume sends what waited."
+                </p>
+            </section>
+            <section class="card">
+                <h2>"Settings"</h2>
+                <dl class="headers">
+                    <dt>"Event types"</dt>
+                    <dd>{types}</dd>
+                    <dt>"Rate limit"</dt>
+                    <dd>{limit}</dd>
+                    <dt>"Max in flight"</dt>
+                    <dd>{d.max_in_flight}</dd>
+                </dl>
+                <Secret id=id_secret rotate=actions.rotate previous_until=d.previous_secret_until />
+                <DeleteEndpointForm id=id_delete />
+            </section>
+        </div>
+    }
+}
+
+#[component]
+fn Tile(label: &'static str, value: String, sub: String, testid: &'static str) -> impl IntoView {
+    view! {
+        <div class="tile card">
+            <div class="tile-label">{label}</div>
+            <div class="tile-value" data-testid=testid>{value}</div>
+            <div class="muted small">{sub}</div>
+        </div>
+    }
+}
+
+/// Stacked bars, delivered under failed, one per hour; rendered on the
+/// server as SVG so it needs no script and no chart library.
+#[component]
+fn Chart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
+    const W: f64 = 720.0;
+    const H: f64 = 160.0;
+    let most = hourly
+        .iter()
+        .map(|(_, ok, bad)| ok + bad)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let slot = W / hourly.len().max(1) as f64;
+    let bars = hourly
+        .iter()
+        .enumerate()
+        .map(|(i, (start, ok, bad))| {
+            let x = i as f64 * slot + 2.0;
+            let ok_h = *ok as f64 / most * (H - 20.0);
+            let bad_h = *bad as f64 / most * (H - 20.0);
+            let title = format!("{}: {ok} delivered, {bad} failed", format::time(*start));
+            let label = (i % 6 == 0).then(|| {
+                let hour = format::time(*start)[11..16].to_string();
+                view! { <text x=x y=H - 2.0 class="axis">{hour}</text> }
+            });
+            view! {
+                <g>
+                    <title>{title}</title>
+                    <rect x=x y=H - 16.0 - ok_h width=slot - 4.0 height=ok_h class="bar ok" />
+                    <rect x=x y=H - 16.0 - ok_h - bad_h width=slot - 4.0 height=bad_h class="bar bad" />
+                </g>
+                {label}
+            }
+        })
+        .collect_view();
+    let total_ok: i64 = hourly.iter().map(|h| h.1).sum();
+    let total_bad: i64 = hourly.iter().map(|h| h.2).sum();
+    view! {
+        <svg class="chart" viewBox=format!("0 0 {W} {H}") role="img" data-testid="chart"
+            aria-label=format!("{total_ok} delivered and {total_bad} failed attempts in 24 hours")>
+            {bars}
+        </svg>
+        <p class="legend small">
+            <span class="swatch ok"></span>" delivered "
+            <span class="swatch bad"></span>" failed or retried"
+        </p>
+    }
+}
+
+/// The signing secret stays hidden until asked for; rotating keeps the old
+/// one signing alongside for a day.
+#[component]
+fn Secret(
+    id: String,
+    rotate: ServerAction<RotateSecret>,
+    previous_until: Option<i64>,
+) -> impl IntoView {
+    let reveal = ServerAction::<RevealSecret>::new();
+    let shown = move || match reveal.value().get() {
+        Some(Ok(secret)) => {
+            Some(view! { <code class="secret" data-testid="secret">{secret}</code> }.into_any())
+        }
+        Some(Err(e)) => Some(view! { <ErrorNotice error=e /> }.into_any()),
+        None => None,
+    };
+    let hide_id = id.clone();
+    view! {
+        <h3>"Signing secret"</h3>
+        <div class="actions">
+            <ActionForm action=reveal>
+                <input type="hidden" name="id" value=id.clone() />
+                <button type="submit" class="button secondary small" data-testid="reveal">"Reveal"</button>
+            </ActionForm>
+            <ActionForm action=rotate>
+                <input type="hidden" name="id" value=hide_id />
+                <button type="submit" class="button secondary small" data-testid="rotate">"Rotate"</button>
+            </ActionForm>
+        </div>
+        {shown}
+        {previous_until.map(|until| view! {
+            <p class="muted small">"The previous secret also signs until " {format::time(until)} "."</p>
+        })}
+    }
+}
+
+#[component]
+fn DeleteEndpointForm(id: String) -> impl IntoView {
+    let delete = ServerAction::<DeleteEndpoint>::new();
+    view! {
+        <h3>"Delete"</h3>
+        <ActionForm action=delete>
+            <input type="hidden" name="id" value=id />
+            <button type="submit" class="button danger small" data-testid="delete">
+                "Delete endpoint and its deliveries"
+            </button>
+        </ActionForm>
+    }
+}

@@ -1,0 +1,109 @@
+import { expect, Page, test } from '@playwright/test';
+import { ready, signIn, snapshot } from './helpers';
+import { api, Receiver, uniqueId } from './receiver';
+
+/** Reloads until `check` passes: without JavaScript the page cannot refresh itself. */
+async function reloadUntil(page: Page, check: () => Promise<void>) {
+  await expect(async () => {
+    await page.reload();
+    await check();
+  }).toPass({ timeout: 20_000 });
+}
+
+test('find a failing-then-delivered event, read its attempts, and resend it', async ({ page }, info) => {
+  const rx = await Receiver.start([500]);
+  const endpoint = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: ['invoice.paid'] });
+  const id = uniqueId('evt', info.project.name);
+  await api('POST', '/api/v1/events', { id, type: 'invoice.paid', payload: { amount: 4200, currency: 'EUR' } });
+  // Fails once, then the retry (a second later in this configuration) succeeds.
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(2);
+
+  await signIn(page, info);
+  await ready(page, info);
+
+  // Find it by filters, set through the form: they land in the URL.
+  await page.getByLabel('State').selectOption('delivered');
+  await page.getByLabel('Event type').fill('invoice.paid');
+  await page.getByLabel('Endpoint').selectOption(endpoint.id);
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(page).toHaveURL(/state=delivered/);
+  await expect(page).toHaveURL(/type=invoice.paid/);
+  const row = page.getByTestId('event-row').filter({ hasText: id });
+  await expect(row).toBeVisible();
+  await expect(row.locator('.badge')).toHaveText(/delivered/);
+  await snapshot(page, info, 'events-filtered');
+
+  // And by id; a failed-state filter does not show it.
+  await page.goto(`/events?id=${id}`);
+  await expect(page.getByTestId('event-row')).toHaveCount(1);
+  await page.goto(`/events?id=${id}&state=failed`);
+  await expect(page.getByText('No events match these filters')).toBeVisible();
+
+  // The detail: both attempts, newest first, with status and duration.
+  await page.goto(`/events?id=${id}`);
+  await ready(page, info);
+  await page.getByTestId('event-row').getByRole('link').click();
+  await expect(page).toHaveURL(new RegExp(`/events/${id}$`));
+  await ready(page, info);
+  await expect(page.getByTestId('payload')).toContainText('"amount": 4200');
+  const attempts = page.getByTestId('attempt');
+  await expect(attempts).toHaveCount(2);
+  await expect(attempts.nth(0).getByTestId('attempt-status')).toHaveText('200');
+  await expect(attempts.nth(1).getByTestId('attempt-status')).toHaveText('500');
+  await expect(attempts.nth(1).getByTestId('attempt-explanation')).toContainText('500 Internal Server Error — transient');
+  await expect(attempts.nth(0).getByTestId('attempt-duration')).toHaveText(/\d+(\.\d)? (ms|s)/);
+  await expect(page.getByTestId('delivery-state')).toHaveText('delivered');
+  await snapshot(page, info, 'event-detail');
+
+  // Resend: a third attempt appears (by itself when hydrated).
+  await page.getByTestId('resend').click();
+  if (info.project.name === 'hydrated') {
+    await expect(attempts).toHaveCount(3, { timeout: 15_000 });
+  } else {
+    await expect(page).toHaveURL(new RegExp(`/events/${id}`));
+    await reloadUntil(page, async () => expect(page.getByTestId('attempt')).toHaveCount(3));
+  }
+  await expect(page.getByTestId('delivery-state')).toHaveText('delivered');
+  expect(rx.requests.length).toBe(3);
+  expect(new Set(rx.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set([id]));
+  await snapshot(page, info, 'event-resent');
+  await rx.stop();
+});
+
+test('a search without matches offers a way back', async ({ page }, info) => {
+  await signIn(page, info);
+  await ready(page, info);
+  await page.goto('/events?id=evt_that_does_not_exist');
+  await expect(page.getByText('No events match these filters')).toBeVisible();
+  await page.getByRole('link', { name: 'Clear the filters' }).click();
+  await expect(page).toHaveURL(/\/events$/);
+});
+
+test('over the resend limit the button counts down instead of spinning', async ({ page }, info) => {
+  test.skip(info.project.name !== 'hydrated', 'the countdown runs in the browser');
+  const rx = await Receiver.start();
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: ['limit.test'] });
+  const id = uniqueId('evt_limit', info.project.name);
+  await api('POST', '/api/v1/events', { id, type: 'limit.test', payload: {} });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+
+  await signIn(page, info);
+  await page.goto(`/events/${id}`);
+  await ready(page, info);
+  const resend = page.getByTestId('resend');
+  // serve.sh allows 4 resends per endpoint per minute.
+  for (let n = 2; n <= 5; n++) {
+    await expect(resend).toHaveText('Resend', { timeout: 15_000 });
+    await resend.click();
+    await expect(page.getByTestId('attempt')).toHaveCount(n, { timeout: 15_000 });
+  }
+  await expect(resend).toHaveText('Resend', { timeout: 15_000 });
+  await resend.click();
+  await expect(resend).toHaveText(/Try again in \d+ s/);
+  await expect(resend).toBeDisabled();
+  const first = Number((await resend.textContent())!.match(/\d+/)![0]);
+  await expect.poll(async () => Number((await resend.textContent())!.match(/\d+/)?.[0] ?? 0)).toBeLessThan(first);
+  await snapshot(page, info, 'resend-countdown');
+  expect(rx.requests.length).toBe(5);
+  await rx.stop();
+});

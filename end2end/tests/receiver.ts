@@ -1,0 +1,59 @@
+import { createServer, IncomingMessage, Server } from 'node:http';
+import { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A real webhook receiver on 127.0.0.1: answers from a script, then 200. */
+export class Receiver {
+  readonly requests: { headers: IncomingMessage['headers']; body: string; status: number }[] = [];
+  private script: number[];
+  private server: Server;
+  url = '';
+
+  private constructor(script: number[]) {
+    this.script = [...script];
+    this.server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        const status = this.script.shift() ?? 200;
+        this.requests.push({ headers: req.headers, body, status });
+        res.writeHead(status, { 'content-type': 'text/plain' });
+        res.end(status < 300 ? 'thanks' : 'receiver is down');
+      });
+    });
+  }
+
+  static async start(script: number[] = []): Promise<Receiver> {
+    const r = new Receiver(script);
+    await new Promise<void>((ok) => r.server.listen(0, '127.0.0.1', ok));
+    r.url = `http://127.0.0.1:${(r.server.address() as AddressInfo).port}/hooks`;
+    return r;
+  }
+
+  async stop() {
+    await new Promise((ok) => this.server.close(ok));
+  }
+}
+
+const port = Number(process.env.E2E_PORT ?? 3999);
+const base = `http://127.0.0.1:${port}`;
+
+/** The REST API with the key `serve.sh` created for the E2E account. */
+export async function api(method: string, path: string, body?: unknown): Promise<any> {
+  const key = readFileSync(join(process.env.TMPDIR ?? tmpdir(), `dakghar-e2e-${port}`, 'api-key'), 'utf8').trim();
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** A unique id per test run and project, so the two projects do not meet. */
+export function uniqueId(prefix: string, project: string): string {
+  return `${prefix}_${project.replace(/\W/g, '')}_${Date.now().toString(36)}`;
+}

@@ -1,0 +1,314 @@
+//! The endpoints pages' server functions: create with validation, health
+//! numbers that match what the receiver saw, pause/resume, secrets, test
+//! events, delete; all scoped to the signed-in account.
+
+use std::time::Duration;
+
+use dakghar::{config::ServeConfig, store::Store};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::{
+    dashboard_events::{customer, tick_until_idle},
+    helpers::spawn_app_with,
+    receiver::Receiver,
+};
+
+on_both_backends!(
+    endpoints_are_created_with_validation_and_listed,
+    health_numbers_match_what_the_receiver_saw,
+    pause_queues_and_resume_drains,
+    secrets_are_revealed_on_request_and_rotated,
+    a_test_event_goes_to_that_endpoint_only,
+    another_account_cannot_see_or_change_an_endpoint,
+);
+
+fn create_form<'a>(url: &'a str, types: &'a str) -> Vec<(&'static str, &'a str)> {
+    vec![
+        ("form[url]", url),
+        ("form[description]", "Billing"),
+        ("form[event_types]", types),
+        ("form[rate_limit_per_sec]", ""),
+        ("form[max_in_flight]", "5"),
+    ]
+}
+
+async fn endpoints_are_created_with_validation_and_listed(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+
+    for (url, expect) in [
+        ("ftp://example.com/x", "http or https"),
+        ("https://user:pw@example.com/", "user"),
+        ("not a url", "URL"),
+    ] {
+        let (status, body) = ana
+            .call(&app, "endpoint_create", &create_form(url, ""))
+            .await;
+        assert!(!status.is_success(), "{url}");
+        assert!(body.to_string().contains(expect), "{url}: {body}");
+    }
+    let mut bad_limit = create_form("https://example.com/hook", "");
+    bad_limit[4] = ("form[max_in_flight]", "lots");
+    let (_, body) = ana.call(&app, "endpoint_create", &bad_limit).await;
+    assert!(body.to_string().contains("whole number"), "{body}");
+    let (_, listed) = ana.call(&app, "endpoints", &[]).await;
+    assert_eq!(listed, json!([]), "nothing half-created");
+
+    let (status, id) = ana
+        .call(
+            &app,
+            "endpoint_create",
+            &create_form("https://example.com/hook", "invoice.paid, invoice.failed"),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{id}");
+    let id = id.as_str().unwrap().to_string();
+    let (_, listed) = ana.call(&app, "endpoints", &[]).await;
+    let e = &listed[0];
+    assert_eq!(e["id"], id.as_str());
+    assert_eq!(e["url"], "https://example.com/hook");
+    assert_eq!(e["event_types"], json!(["invoice.paid", "invoice.failed"]));
+    assert_eq!(e["condition"], "Healthy");
+    assert_eq!(e["last_attempt"], Value::Null);
+    let endpoint = app
+        .store
+        .endpoint(&ana.seeded.account.id, &id)
+        .await
+        .unwrap();
+    assert_eq!(endpoint.max_in_flight, 5);
+
+    let (status, _) = ana.call(&app, "endpoint_delete", &[("id", &id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, listed) = ana.call(&app, "endpoints", &[]).await;
+    assert_eq!(listed, json!([]));
+}
+
+async fn health_numbers_match_what_the_receiver_saw(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    rx.script(&[500, 500, 404]);
+    for n in 0..5 {
+        ana.api(
+            &app,
+            "/api/v1/events",
+            json!({ "id": format!("evt_{n}"), "type": "t", "payload": {} }),
+        )
+        .await;
+    }
+    tick_until_idle(&app).await;
+    app.clock.advance(Duration::from_secs(3600));
+    tick_until_idle(&app).await;
+    assert_eq!(rx.count(), 8, "five first tries, three retries");
+
+    let (status, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK, "{d}");
+    assert_eq!(d["summary"]["attempts_24h"], 8);
+    assert_eq!(d["summary"]["delivered_24h"], 5);
+    assert_eq!(d["attempts_7d"], 8);
+    assert_eq!(
+        d["summary"]["condition"], "Healthy",
+        "the last attempt succeeded"
+    );
+    let hourly = d["hourly"].as_array().unwrap();
+    assert_eq!(hourly.len(), 24);
+    let (ok, bad) = hourly.iter().fold((0, 0), |(o, b), h| {
+        (o + h[1].as_i64().unwrap(), b + h[2].as_i64().unwrap())
+    });
+    assert_eq!(
+        (ok, bad),
+        (5, 3),
+        "the chart adds up to the receiver's count"
+    );
+    assert_eq!(
+        hourly[23][1], 3,
+        "the retries an hour later are in the current hour"
+    );
+    let errors = d["last_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 3);
+    assert!(errors
+        .iter()
+        .any(|e| e["status"] == 404 && e["explanation"].as_str().unwrap().contains("ambiguous")));
+    assert!(errors[0]["event_id"].as_str().unwrap().starts_with("evt_"));
+    assert!(d["avg_ms_24h"].as_i64().is_some() && d["p95_ms_24h"].as_i64().is_some());
+    assert_eq!(
+        (d["pending"].as_i64(), d["in_flight"].as_i64()),
+        (Some(0), Some(0))
+    );
+
+    let (_, listed) = ana.call(&app, "endpoints", &[]).await;
+    assert_eq!(listed[0]["attempts_24h"], 8);
+    assert_eq!(listed[0]["delivered_24h"], 5);
+    assert_eq!(listed[0]["last_attempt"]["status"], 200);
+
+    // A day later the 24-hour numbers are empty and the week still counts.
+    app.clock.advance(Duration::from_secs(25 * 3600));
+    let (_, later) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(
+        (
+            later["summary"]["attempts_24h"].as_i64(),
+            later["attempts_7d"].as_i64()
+        ),
+        (Some(0), Some(8))
+    );
+    assert_eq!(later["p95_ms_24h"], Value::Null);
+}
+
+async fn pause_queues_and_resume_drains(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let id = ep["id"].as_str().unwrap();
+
+    let (status, _) = ana.call(&app, "endpoint_pause", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(
+        d["summary"]["condition"]["Paused"]["reason"],
+        "paused by the customer"
+    );
+    ana.api(
+        &app,
+        "/api/v1/events",
+        json!({ "type": "t", "payload": {} }),
+    )
+    .await;
+    assert_eq!(app.engine.tick().await.unwrap(), 0);
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(d["pending"], 1, "the queue waiting for it");
+
+    let (status, _) = ana.call(&app, "endpoint_resume", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    tick_until_idle(&app).await;
+    assert_eq!(rx.count(), 1);
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(d["summary"]["condition"], "Healthy");
+    assert_eq!(d["pending"], 0);
+}
+
+async fn secrets_are_revealed_on_request_and_rotated(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let ep = ana
+        .api(
+            &app,
+            "/api/v1/endpoints",
+            json!({ "url": "https://example.com/hook" }),
+        )
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    let secret = ep["secret"].as_str().unwrap();
+
+    let (_, detail) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert!(
+        !detail.to_string().contains(secret),
+        "hidden until revealed"
+    );
+    let (status, shown) = ana.call(&app, "endpoint_secret", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(shown, secret);
+
+    let refused = ana
+        .web
+        .post(app.url("/_fn/endpoint_secret"))
+        .header("sec-fetch-site", "cross-site")
+        .form(&[("id", id)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    assert!(!refused.text().await.unwrap().contains(secret));
+
+    let (status, _) = ana.call(&app, "endpoint_rotate", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, rotated) = ana.call(&app, "endpoint_secret", &[("id", id)]).await;
+    assert_ne!(rotated, secret);
+    assert!(rotated.as_str().unwrap().starts_with("whsec_"));
+    let (_, detail) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    let until = detail["previous_secret_until"]
+        .as_i64()
+        .expect("the old secret still signs");
+    assert_eq!(until, detail["now"].as_i64().unwrap() + 24 * 3_600_000);
+}
+
+async fn a_test_event_goes_to_that_endpoint_only(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let target = Receiver::start().await;
+    let other = Receiver::start().await;
+    let ep = ana
+        .api(
+            &app,
+            "/api/v1/endpoints",
+            json!({ "url": target.url, "event_types": ["invoice.paid"] }),
+        )
+        .await;
+    ana.api(&app, "/api/v1/endpoints", json!({ "url": other.url }))
+        .await;
+
+    let (status, event_id) = ana
+        .call(&app, "endpoint_test", &[("id", ep["id"].as_str().unwrap())])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{event_id}");
+    tick_until_idle(&app).await;
+    assert_eq!(other.count(), 0, "only the endpoint under test");
+    let got = target.got();
+    assert_eq!(got.len(), 1, "sent despite its event type filter");
+    assert_eq!(got[0].headers["webhook-id"], event_id.as_str().unwrap());
+    assert!(String::from_utf8_lossy(&got[0].body).contains("A test event"));
+    let (_, detail) = ana
+        .call(&app, "event", &[("id", event_id.as_str().unwrap())])
+        .await;
+    assert_eq!(detail["event_type"], "dakghar.test");
+}
+
+async fn another_account_cannot_see_or_change_an_endpoint(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let bob = customer(&app, "Bobco", "bob@bobco.example").await;
+    let ep = ana
+        .api(
+            &app,
+            "/api/v1/endpoints",
+            json!({ "url": "https://example.com/hook" }),
+        )
+        .await;
+    let id = ep["id"].as_str().unwrap();
+
+    for f in [
+        "endpoint",
+        "endpoint_secret",
+        "endpoint_pause",
+        "endpoint_resume",
+        "endpoint_rotate",
+        "endpoint_test",
+        "endpoint_delete",
+    ] {
+        let (status, body) = bob.call(&app, f, &[("id", id)]).await;
+        assert!(!status.is_success(), "{f}");
+        assert!(body.to_string().contains("NotFound"), "{f}: {body}");
+    }
+    let (_, listed) = bob.call(&app, "endpoints", &[]).await;
+    assert_eq!(listed, json!([]));
+    let unchanged = app
+        .store
+        .endpoint(&ana.seeded.account.id, id)
+        .await
+        .unwrap();
+    assert_eq!(unchanged.state, "active");
+    assert_eq!(unchanged.secret, ep["secret"].as_str().unwrap());
+    assert!(app
+        .store
+        .list_endpoints(&bob.seeded.account.id)
+        .await
+        .unwrap()
+        .is_empty());
+}
