@@ -4,6 +4,7 @@
 use app::{
     error::AppError,
     model::{
+        account::{ApiKeyView, Contract, NotificationView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
         Me, Viewer,
@@ -13,6 +14,7 @@ use app::{
 
 use crate::{store::StoreError, web::Ctx};
 
+mod account;
 mod endpoints;
 mod events;
 
@@ -97,5 +99,25 @@ impl Dashboard for Ctx {
 
     async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
         endpoints::send_test(self, viewer, id).await
+    }
+
+    async fn notifications(&self, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
+        account::notifications(self, viewer).await
+    }
+
+    async fn contract(&self, _viewer: &Viewer) -> Result<Contract, AppError> {
+        Ok(account::contract(self))
+    }
+
+    async fn api_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
+        account::api_keys(self, viewer).await
+    }
+
+    async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError> {
+        account::create_api_key(self, viewer).await
+    }
+
+    async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        account::revoke_api_key(self, viewer, id).await
     }
 }

@@ -1,6 +1,7 @@
 //! Server functions, one per file, grouped by domain. Each stays thin: it
 //! asks the server's `Dashboard` port and returns what the page shows.
 
+pub mod account;
 pub mod endpoints;
 pub mod events;
 pub mod me;

@@ -19,8 +19,9 @@ use leptos_router::{
 };
 
 use crate::pages::{
-    endpoint_detail::EndpointDetailPage, endpoints::EndpointsPage, event_detail::EventDetailPage,
-    events::EventsPage, login::LoginPage, not_found::NotFound,
+    api_keys::ApiKeysPage, docs::DocsPage, endpoint_detail::EndpointDetailPage,
+    endpoints::EndpointsPage, event_detail::EventDetailPage, events::EventsPage, login::LoginPage,
+    not_found::NotFound, notifications::NotificationsPage,
 };
 
 /// The HTML document around the app; rendered on the server only.
@@ -57,6 +58,9 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/events/:id") view=EventDetailPage ssr=SsrMode::Async />
                 <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async />
                 <Route path=path!("/endpoints/:id") view=EndpointDetailPage ssr=SsrMode::Async />
+                <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
+                <Route path=path!("/api-keys") view=ApiKeysPage ssr=SsrMode::Async />
+                <Route path=path!("/docs") view=DocsPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -19,5 +19,6 @@ pub struct Me {
     pub is_admin: bool,
 }
 
+pub mod account;
 pub mod endpoints;
 pub mod events;

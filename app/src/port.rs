@@ -9,6 +9,7 @@ use leptos::prelude::*;
 use crate::{
     error::AppError,
     model::{
+        account::{ApiKeyView, Contract, NotificationView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
         Me, Viewer,
@@ -46,6 +47,12 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
     /// Sends a `dakghar.test` event to this endpoint only; returns its id.
     async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
+    async fn notifications(&self, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError>;
+    async fn contract(&self, viewer: &Viewer) -> Result<Contract, AppError>;
+    async fn api_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError>;
+    /// Returns the whole key, shown once.
+    async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError>;
+    async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
 }
 
 pub type DashboardRef = Arc<dyn Dashboard>;

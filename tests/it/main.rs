@@ -7,6 +7,7 @@ mod helpers;
 
 mod api_client;
 mod cli;
+mod dashboard_account;
 mod dashboard_endpoints;
 mod dashboard_events;
 mod delivery;

@@ -16,6 +16,9 @@ pub fn Layout(children: ChildrenFn) -> impl IntoView {
             <nav aria-label="Main">
                 <A href="/events">"Events"</A>
                 <A href="/endpoints">"Endpoints"</A>
+                <A href="/notifications">"Notifications"</A>
+                <A href="/api-keys">"API keys"</A>
+                <A href="/docs">"Docs"</A>
             </nav>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move { me.await.map(|me| view! { <Account me /> }) })}

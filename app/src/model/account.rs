@@ -1,0 +1,39 @@
+//! The account pages: alert emails, API keys, and the delivery contract.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotificationView {
+    pub id: String,
+    pub kind: String,
+    pub subject: String,
+    pub body: String,
+    pub endpoint_id: Option<String>,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKeyView {
+    pub id: String,
+    /// The first characters, enough to recognise a key, never to use it.
+    pub prefix: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// The delivery contract as this installation is configured right now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    pub retry_window: String,
+    pub max_attempts: u32,
+    pub jitter: String,
+    pub request_timeout: String,
+    pub connect_timeout: String,
+    pub rotation_overlap: String,
+    pub resends_per_minute: i64,
+    /// The wait before each retry: (attempt number, shortest, longest).
+    pub schedule: Vec<(u32, String, String)>,
+    /// Where this dashboard is served, for the examples.
+    pub base_url: String,
+}

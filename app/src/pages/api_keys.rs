@@ -1,0 +1,97 @@
+//! API keys: create (the whole key is shown once), list by prefix, revoke.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::{
+    api::account::{list_api_keys, CreateApiKey, RevokeApiKey},
+    components::{
+        copy_button::CopyButton,
+        layout::{ErrorNotice, Layout},
+    },
+    format,
+};
+
+#[component]
+pub fn ApiKeysPage() -> impl IntoView {
+    let create = ServerAction::<CreateApiKey>::new();
+    let revoke = ServerAction::<RevokeApiKey>::new();
+    let keys = Resource::new(
+        move || (create.version().get(), revoke.version().get()),
+        |_| list_api_keys(),
+    );
+    let created = move || match create.value().get() {
+        Some(Ok(key)) => Some(
+            view! {
+                <div class="notice ok" data-testid="new-key">
+                    <p>"Your new key. Copy it now: it is shown only this once."</p>
+                    <code class="secret">{key.clone()}</code>
+                    <CopyButton text=key label="Copy key" />
+                </div>
+            }
+            .into_any(),
+        ),
+        Some(Err(e)) => Some(view! { <ErrorNotice error=e /> }.into_any()),
+        None => None,
+    };
+    view! {
+        <Title text="API keys" />
+        <Layout>
+            <div class="page-head">
+                <h1>"API keys"</h1>
+                <ActionForm action=create>
+                    <button type="submit" class="button primary" data-testid="create-key">"Create key"</button>
+                </ActionForm>
+            </div>
+            {created}
+            <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match keys.await {
+                        Ok(keys) if keys.is_empty() => view! {
+                            <p class="card muted">"No keys yet. Producers send events with a key: create one."</p>
+                        }
+                        .into_any(),
+                        Ok(keys) => view! {
+                            <table class="table" data-testid="keys-table">
+                                <thead>
+                                    <tr><th>"Key"</th><th>"Created"</th><th>"State"</th><th></th></tr>
+                                </thead>
+                                <tbody>
+                                    {keys
+                                        .into_iter()
+                                        .map(|k| {
+                                            let revoked = k.revoked_at.is_some();
+                                            let key_id = k.id.clone();
+                                            view! {
+                                                <tr data-testid="key-row">
+                                                    <td><code>{format!("{}…", k.prefix)}</code></td>
+                                                    <td class="time">{format::time(k.created_at)}</td>
+                                                    <td>
+                                                        {match k.revoked_at {
+                                                            Some(t) => view! { <span class="badge expired">"revoked"</span> <span class="muted small">{format::time(t)}</span> }.into_any(),
+                                                            None => view! { <span class="badge delivered">"active"</span> }.into_any(),
+                                                        }}
+                                                    </td>
+                                                    <td>
+                                                        {(!revoked).then(|| view! {
+                                                            <ActionForm action=revoke>
+                                                                <input type="hidden" name="id" value=key_id />
+                                                                <button type="submit" class="button danger small">"Revoke"</button>
+                                                            </ActionForm>
+                                                        })}
+                                                    </td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        }
+                        .into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </Layout>
+    }
+}

@@ -1,0 +1,107 @@
+//! Notifications, API keys and the delivery contract for the dashboard.
+
+use std::time::Duration;
+
+use app::{
+    error::AppError,
+    model::{
+        account::{ApiKeyView, Contract, NotificationView},
+        Viewer,
+    },
+};
+
+use super::internal;
+use crate::{auth::api_key, delivery::backoff::Jitter, web::Ctx};
+
+pub async fn notifications(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
+    let list = ctx
+        .store
+        .notifications(&viewer.account_id)
+        .await
+        .map_err(internal)?;
+    Ok(list
+        .into_iter()
+        .map(|n| NotificationView {
+            id: n.id,
+            kind: n.kind,
+            subject: n.subject,
+            body: n.body,
+            endpoint_id: n.endpoint_id,
+            created_at: n.created_at,
+            sent_at: n.sent_at,
+        })
+        .collect())
+}
+
+pub async fn api_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
+    let keys = ctx
+        .store
+        .list_api_keys(&viewer.account_id)
+        .await
+        .map_err(internal)?;
+    Ok(keys
+        .into_iter()
+        .map(|k| ApiKeyView {
+            id: k.id,
+            prefix: k.prefix,
+            created_at: k.created_at,
+            revoked_at: k.revoked_at,
+        })
+        .collect())
+}
+
+/// Customers create plain keys; admin keys come from the command line.
+pub async fn create_api_key(ctx: &Ctx, viewer: &Viewer) -> Result<String, AppError> {
+    let key = api_key::generate();
+    ctx.store
+        .create_api_key(
+            &viewer.account_id,
+            &key.prefix,
+            &key.hash,
+            false,
+            ctx.clock.now(),
+        )
+        .await
+        .map_err(internal)?;
+    Ok(key.key)
+}
+
+pub async fn revoke_api_key(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+    ctx.store
+        .revoke_api_key(&viewer.account_id, id, ctx.clock.now())
+        .await
+        .map_err(internal)
+}
+
+fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+pub fn contract(ctx: &Ctx) -> Contract {
+    let s = ctx.engine.settings();
+    let retries = s.max_attempts.saturating_sub(1).min(30);
+    let schedule = (1..=retries)
+        .map(|n| {
+            let ceiling = s.backoff.ceiling(n);
+            let floor = match s.backoff.jitter {
+                Jitter::Equal => ceiling / 2,
+                Jitter::Full => Duration::ZERO,
+            };
+            (n + 1, human(floor), human(ceiling))
+        })
+        .collect();
+    Contract {
+        retry_window: human(s.retry_window),
+        max_attempts: s.max_attempts,
+        jitter: match s.backoff.jitter {
+            Jitter::Equal => "equal".into(),
+            Jitter::Full => "full".into(),
+        },
+        request_timeout: human(s.request_timeout),
+        connect_timeout: human(s.connect_timeout),
+        rotation_overlap: human(s.rotation_overlap),
+        resends_per_minute: ctx.config.resends_per_minute,
+        schedule,
+        base_url: format!("http://{}", ctx.config.listen),
+    }
+}
