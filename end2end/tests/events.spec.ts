@@ -12,9 +12,11 @@ async function reloadUntil(page: Page, check: () => Promise<void>) {
 
 test('find a failing-then-delivered event, read its attempts, and resend it', async ({ page }, info) => {
   const rx = await Receiver.start([500]);
-  const endpoint = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: ['invoice.paid'] });
+  // Types and ids of their own, so the other project's endpoints stay out of it.
+  const type = uniqueId('invoice.paid', info.project.name);
+  const endpoint = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
   const id = uniqueId('evt', info.project.name);
-  await api('POST', '/api/v1/events', { id, type: 'invoice.paid', payload: { amount: 4200, currency: 'EUR' } });
+  await api('POST', '/api/v1/events', { id, type, payload: { amount: 4200, currency: 'EUR' } });
   // Fails once, then the retry (a second later in this configuration) succeeds.
   await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(2);
 
@@ -23,11 +25,11 @@ test('find a failing-then-delivered event, read its attempts, and resend it', as
 
   // Find it by filters, set through the form: they land in the URL.
   await page.getByLabel('State').selectOption('delivered');
-  await page.getByLabel('Event type').fill('invoice.paid');
+  await page.getByLabel('Event type').fill(type);
   await page.getByLabel('Endpoint').selectOption(endpoint.id);
   await page.getByRole('button', { name: 'Filter' }).click();
   await expect(page).toHaveURL(/state=delivered/);
-  await expect(page).toHaveURL(/type=invoice.paid/);
+  await expect(page).toHaveURL(new RegExp(`type=${type}`));
   const row = page.getByTestId('event-row').filter({ hasText: id });
   await expect(row).toBeVisible();
   await expect(row.locator('.badge')).toHaveText(/delivered/);
@@ -67,6 +69,7 @@ test('find a failing-then-delivered event, read its attempts, and resend it', as
   expect(rx.requests.length).toBe(3);
   expect(new Set(rx.requests.map((r) => r.headers['webhook-id']))).toEqual(new Set([id]));
   await snapshot(page, info, 'event-resent');
+  await api('DELETE', `/api/v1/endpoints/${endpoint.id}`);
   await rx.stop();
 });
 
@@ -82,9 +85,10 @@ test('a search without matches offers a way back', async ({ page }, info) => {
 test('over the resend limit the button counts down instead of spinning', async ({ page }, info) => {
   test.skip(info.project.name !== 'hydrated', 'the countdown runs in the browser');
   const rx = await Receiver.start();
-  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: ['limit.test'] });
+  const type = uniqueId('limit.test', info.project.name);
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
   const id = uniqueId('evt_limit', info.project.name);
-  await api('POST', '/api/v1/events', { id, type: 'limit.test', payload: {} });
+  await api('POST', '/api/v1/events', { id, type, payload: {} });
   await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
 
   await signIn(page, info);

@@ -268,3 +268,49 @@ pub async fn rotate_secret(
         .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, true)))
 }
+
+/// Success rates, latency, attempts per hour and the queue (SPEC §9): the
+/// numbers the dashboard's endpoint page shows.
+pub async fn health(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let ctx = &state.ctx;
+    let e = ctx
+        .store
+        .endpoint(&caller.account_id, &id)
+        .await
+        .map_err(or_not_found("endpoint"))?;
+    let now = ctx.clock.now();
+    let h = ctx.store.endpoint_health(&e.id, now).await?;
+    let rate = |ok: i64, all: i64| (all > 0).then(|| ok as f64 / all as f64);
+    let hourly: Vec<_> = h
+        .hourly
+        .iter()
+        .map(|(start, ok, failed)| {
+            serde_json::json!({
+                "hour": Timestamp(*start).to_rfc3339(),
+                "delivered": ok,
+                "failed": failed,
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "id": e.id,
+        "state": e.state,
+        "pause_reason": e.pause_reason,
+        "circuit_state": e.circuit_state,
+        "failing_since": e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
+        "last_success_at": e.last_success_at.map(|t| Timestamp(t).to_rfc3339()),
+        "attempts_24h": h.day.attempts,
+        "success_rate_24h": rate(h.day.delivered, h.day.attempts),
+        "attempts_7d": h.week.attempts,
+        "success_rate_7d": rate(h.week.delivered, h.week.attempts),
+        "avg_latency_ms_24h": h.day.avg_ms,
+        "p95_latency_ms_24h": h.p95_ms_day,
+        "pending": h.pending,
+        "in_flight": h.in_flight,
+        "hourly": hourly,
+    })))
+}

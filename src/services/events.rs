@@ -18,7 +18,7 @@ use crate::{
     clock::Timestamp,
     delivery::classify::explain,
     resend::{self, ResendError},
-    store::{Attempt, Delivery, DeliveryState, EventFilter},
+    store::{Attempt, Delivery, DeliveryState, Endpoint, EventFilter},
     web::Ctx,
 };
 
@@ -64,10 +64,7 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
         .list_endpoints(&viewer.account_id)
         .await
         .map_err(internal)?;
-    let urls: HashMap<&str, &str> = endpoints
-        .iter()
-        .map(|e| (e.id.as_str(), e.url.as_str()))
-        .collect();
+    let urls = urls_by_id(&endpoints);
     let rows = page
         .events
         .into_iter()
@@ -108,6 +105,13 @@ fn range_ms(range: &str) -> Result<i64, AppError> {
     Ok(hours * 3_600_000)
 }
 
+fn urls_by_id(endpoints: &[Endpoint]) -> HashMap<&str, &str> {
+    endpoints
+        .iter()
+        .map(|e| (e.id.as_str(), e.url.as_str()))
+        .collect()
+}
+
 fn url_of(urls: &HashMap<&str, &str>, endpoint_id: &str) -> String {
     urls.get(endpoint_id)
         .map_or_else(|| "(deleted endpoint)".to_string(), |u| (*u).to_string())
@@ -127,10 +131,7 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail,
         .list_endpoints(&viewer.account_id)
         .await
         .map_err(internal)?;
-    let urls: HashMap<&str, &str> = endpoints
-        .iter()
-        .map(|e| (e.id.as_str(), e.url.as_str()))
-        .collect();
+    let urls = urls_by_id(&endpoints);
     let mut deliveries = Vec::new();
     for d in store
         .deliveries_of_event(&viewer.account_id, id)

@@ -141,6 +141,20 @@ async fn health_numbers_match_what_the_receiver_saw(store: Store) {
         (Some(0), Some(0))
     );
 
+    let via_api: Value = reqwest::Client::new()
+        .get(app.url(&format!("/api/v1/endpoints/{id}/health")))
+        .bearer_auth(ana.key())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(via_api["attempts_24h"], 8, "{via_api}");
+    assert_eq!(via_api["success_rate_24h"], 5.0 / 8.0);
+    assert_eq!(via_api["p95_latency_ms_24h"], d["p95_ms_24h"]);
+    assert_eq!(via_api["hourly"].as_array().unwrap().len(), 24);
+
     let (_, listed) = ana.call(&app, "endpoints", &[]).await;
     assert_eq!(listed[0]["attempts_24h"], 8);
     assert_eq!(listed[0]["delivered_24h"], 5);

@@ -58,6 +58,10 @@ pub async fn customer(app: &TestApp, account: &str, email: &str) -> Customer {
 }
 
 impl Customer {
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
     pub async fn api(&self, app: &TestApp, path: &str, body: Value) -> Value {
         let res = reqwest::Client::new()
             .post(app.url(path))
@@ -109,6 +113,20 @@ fn ids(list: &Value) -> Vec<String> {
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// An endpoint on a fresh receiver answering `status`, one event, one
+/// attempt; returns the delivery's id.
+async fn one_attempted_delivery(app: &TestApp, who: &Customer, status: u16) -> String {
+    let rx = Receiver::start().await;
+    rx.script(&[status]);
+    who.api(app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let ev = who
+        .api(app, "/api/v1/events", json!({ "type": "t", "payload": {} }))
+        .await;
+    app.engine.tick().await.unwrap();
+    ev["deliveries"][0]["id"].as_str().unwrap().to_string()
 }
 
 pub async fn tick_until_idle(app: &TestApp) {
@@ -311,19 +329,7 @@ async fn the_detail_shows_every_attempt_and_never_the_secret(store: Store) {
 async fn resend_from_the_dashboard_is_audited_and_refuses_unfinished_deliveries(store: Store) {
     let app = spawn_app_with(store, ServeConfig::for_tests()).await;
     let ana = customer(&app, "Acme", "ana@acme.example").await;
-    let rx = Receiver::start().await;
-    ana.api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
-        .await;
-    rx.script(&[422]);
-    let ev = ana
-        .api(
-            &app,
-            "/api/v1/events",
-            json!({ "type": "t", "payload": {} }),
-        )
-        .await;
-    let delivery_id = ev["deliveries"][0]["id"].as_str().unwrap().to_string();
-    app.engine.tick().await.unwrap();
+    let delivery_id = one_attempted_delivery(&app, &ana, 422).await;
     assert_eq!(
         app.store.delivery(&delivery_id).await.unwrap().state(),
         Some(DeliveryState::Failed)
@@ -471,18 +477,7 @@ async fn another_account_gets_not_found_and_changes_nothing(store: Store) {
 async fn cross_site_resends_are_refused(store: Store) {
     let app = spawn_app_with(store, ServeConfig::for_tests()).await;
     let ana = customer(&app, "Acme", "ana@acme.example").await;
-    let rx = Receiver::start().await;
-    ana.api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
-        .await;
-    let ev = ana
-        .api(
-            &app,
-            "/api/v1/events",
-            json!({ "type": "t", "payload": {} }),
-        )
-        .await;
-    let delivery_id = ev["deliveries"][0]["id"].as_str().unwrap().to_string();
-    app.engine.tick().await.unwrap();
+    let delivery_id = one_attempted_delivery(&app, &ana, 200).await;
 
     for (header, value) in [
         ("sec-fetch-site", "cross-site"),

@@ -438,7 +438,9 @@ async fn another_accounts_ids_are_not_found(store: Store) {
         (M::PATCH, format!("/api/v1/endpoints/{ep_id}")),
         (M::DELETE, format!("/api/v1/endpoints/{ep_id}")),
         (M::POST, format!("/api/v1/endpoints/{ep_id}/pause")),
+        (M::POST, format!("/api/v1/endpoints/{ep_id}/resume")),
         (M::POST, format!("/api/v1/endpoints/{ep_id}/rotate-secret")),
+        (M::GET, format!("/api/v1/endpoints/{ep_id}/health")),
         (M::GET, format!("/api/v1/events/{evt}")),
         (M::POST, format!("/api/v1/deliveries/{dlv}/resend")),
     ] {

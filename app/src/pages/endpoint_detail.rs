@@ -293,7 +293,16 @@ fn DeleteEndpointForm(id: String) -> impl IntoView {
         <h3>"Delete"</h3>
         <ActionForm action=delete>
             <input type="hidden" name="id" value=id />
-            <button type="submit" class="button danger small" data-testid="delete">
+            <button
+                type="submit"
+                class="button danger small"
+                data-testid="delete"
+                on:click=|ev| {
+                    if !crate::components::confirm("Delete this endpoint and all its deliveries?") {
+                        ev.prevent_default();
+                    }
+                }
+            >
                 "Delete endpoint and its deliveries"
             </button>
         </ActionForm>

@@ -1,0 +1,123 @@
+import { expect, test } from '@playwright/test';
+import { ready, signIn, snapshot } from './helpers';
+import { api, Receiver, uniqueId } from './receiver';
+
+test('add an endpoint, read health that matches the receiver, pause and resume it', async ({ page }, info) => {
+  const rx = await Receiver.start([500, 503]);
+  const type = uniqueId('health', info.project.name);
+
+  await signIn(page, info);
+  await page.goto('/endpoints');
+  await ready(page, info);
+  await page.getByLabel('URL').fill(rx.url);
+  await page.getByLabel('Description').fill(`Receiver for ${info.project.name}`);
+  await page.getByLabel('Event types').fill(type);
+  await page.getByRole('button', { name: 'Add endpoint' }).click();
+  await expect(page).toHaveURL(/\/endpoints\/ep_/);
+  await ready(page, info);
+  await expect(page.locator('h1')).toHaveText(rx.url);
+  const endpointId = page.url().split('/').pop()!;
+
+  // Three events: two fail once, then every retry and the third succeed.
+  for (let i = 0; i < 3; i++) {
+    await api('POST', '/api/v1/events', { type, payload: { n: i } });
+  }
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(5);
+  const delivered = rx.requests.filter((r) => r.status < 300).length;
+  expect(delivered).toBe(3);
+
+  await page.reload();
+  await ready(page, info);
+  await expect(page.getByTestId('rate-24h')).toHaveText(`${Math.round((delivered * 100) / 5)}%`);
+  await expect(page.getByTestId('rate-7d')).toHaveText('60%');
+  await expect(page.getByTestId('p95-latency')).toHaveText(/\d+ ms|\d+\.\d s/);
+  await expect(page.getByTestId('queue')).toHaveText('0');
+  await expect(page.getByTestId('chart')).toHaveAttribute('aria-label', '3 delivered and 2 failed attempts in 24 hours');
+  await expect(page.getByTestId('last-errors').locator('li')).toHaveCount(2);
+  await snapshot(page, info, 'endpoint-detail');
+
+  // Pause: events wait. Resume: they go out.
+  await page.getByTestId('pause').click();
+  await expect(page.getByTestId('endpoint-state')).toHaveText('paused');
+  await expect(page.getByTestId('endpoint-state-detail')).toHaveText('paused by the customer');
+  await api('POST', '/api/v1/events', { type, payload: { n: 'while paused' } });
+  await page.reload();
+  await expect(page.getByTestId('queue')).toHaveText('1');
+  expect(rx.requests.length).toBe(5);
+  await snapshot(page, info, 'endpoint-paused');
+  await ready(page, info);
+  await page.getByTestId('resume').click();
+  await expect(page.getByTestId('endpoint-state')).toHaveText('active');
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(6);
+
+  await page.goto('/endpoints');
+  const row = page.getByTestId('endpoint-row').filter({ hasText: rx.url });
+  await expect(row.getByTestId('success-24h')).toHaveText('67% of 6');
+  await snapshot(page, info, 'endpoints');
+  await api('DELETE', `/api/v1/endpoints/${endpointId}`);
+  await rx.stop();
+});
+
+test('a test event, the secret behind Reveal, and rotation', async ({ page }, info) => {
+  test.skip(info.project.name !== 'hydrated', 'Reveal and the sent-event link need the browser');
+  const rx = await Receiver.start();
+  const created = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: ['never.sent'] });
+  await signIn(page, info);
+  await page.goto(`/endpoints/${created.id}`);
+  await ready(page, info);
+
+  await page.getByTestId('send-test').click();
+  await expect(page.getByTestId('test-sent')).toContainText('Test event sent');
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+  expect(rx.requests[0].body).toContain('A test event');
+
+  await expect(page.getByTestId('secret')).toHaveCount(0);
+  await page.getByTestId('reveal').click();
+  await expect(page.getByTestId('secret')).toHaveText(created.secret);
+  await page.getByTestId('rotate').click();
+  await expect(page.getByText('The previous secret also signs until')).toBeVisible();
+  await page.getByTestId('reveal').click();
+  await expect(page.getByTestId('secret')).not.toHaveText(created.secret);
+  await snapshot(page, info, 'endpoint-secret');
+
+  page.once('dialog', (d) => d.accept());
+  await page.getByTestId('delete').click();
+  await expect(page).toHaveURL(/\/endpoints$/);
+  await expect(page.getByTestId('endpoint-row').filter({ hasText: rx.url })).toHaveCount(0);
+  await rx.stop();
+});
+
+test('notifications, API keys and the contract page', async ({ page }, info) => {
+  const rx = await Receiver.start([410]);
+  const type = uniqueId('gone', info.project.name);
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  await api('POST', '/api/v1/events', { type, payload: {} });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+
+  await signIn(page, info);
+  await page.goto('/notifications');
+  await ready(page, info);
+  await expect(page.getByTestId('notification').filter({ hasText: rx.url }).first()).toContainText('410 Gone');
+  await snapshot(page, info, 'notifications');
+
+  await page.goto('/docs');
+  await expect(page.getByTestId('max-attempts')).toHaveText('16');
+  await expect(page.getByTestId('schedule').locator('tbody tr')).toHaveCount(15);
+  await snapshot(page, info, 'docs');
+
+  await page.goto('/api-keys');
+  await ready(page, info);
+  await expect(page.getByTestId('key-row').first()).toContainText('…');
+  if (info.project.name === 'hydrated') {
+    // The whole key can only be shown by the page that asked for it.
+    const before = await page.getByTestId('key-row').count();
+    await page.getByTestId('create-key').click();
+    await expect(page.getByTestId('new-key')).toContainText('shown only this once');
+    const key = (await page.getByTestId('new-key').locator('code').textContent())!.trim();
+    const res = await fetch(`${new URL(page.url()).origin}/api/v1/endpoints`, { headers: { authorization: `Bearer ${key}` } });
+    expect(res.status).toBe(200);
+    await expect(page.getByTestId('key-row')).toHaveCount(before + 1);
+  }
+  await snapshot(page, info, 'api-keys');
+  await rx.stop();
+});
