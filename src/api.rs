@@ -1,6 +1,7 @@
 //! The REST API (SPEC §9): JSON in and out, `Authorization: Bearer <api key>`,
 //! every query scoped to the caller's account.
 
+pub(crate) mod admin;
 mod caller;
 pub mod endpoint_url;
 pub(crate) mod endpoints;
@@ -28,6 +29,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/v1/endpoints/{id}/pause", post(endpoints::pause))
         .route("/api/v1/endpoints/{id}/resume", post(endpoints::resume))
+        .route("/api/v1/endpoints/{id}/health", get(endpoints::health))
         .route(
             "/api/v1/endpoints/{id}/rotate-secret",
             post(endpoints::rotate_secret),
@@ -35,4 +37,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/v1/events", post(events::ingest).get(events::list))
         .route("/api/v1/events/{id}", get(events::get_one))
         .route("/api/v1/deliveries/{id}/resend", post(events::resend))
+        .route(
+            "/api/v1/admin/replays",
+            post(admin::create).get(admin::list),
+        )
+        .route("/api/v1/admin/replays/{id}", get(admin::get_one))
+        .route("/api/v1/admin/replays/{id}/cancel", post(admin::cancel))
 }

@@ -83,10 +83,12 @@ mod endpoints;
 mod events;
 mod health;
 mod rate;
+mod replay;
 
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};
+pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress};
 
 /// The ids a claim may take ($1 = now, $3 = batch size): due `pending`
 /// deliveries of active endpoints, oldest first, and per endpoint no more

@@ -218,7 +218,7 @@ fn attempt_out(a: Attempt) -> AttemptOut {
     }
 }
 
-fn parse_time(name: &str, raw: &str) -> ApiResult<Timestamp> {
+pub(crate) fn parse_time(name: &str, raw: &str) -> ApiResult<Timestamp> {
     chrono::DateTime::parse_from_rfc3339(raw)
         .map(|t| Timestamp(t.timestamp_millis()))
         .map_err(|_| {

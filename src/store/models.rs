@@ -207,4 +207,7 @@ pub struct Replay {
     pub criteria: String,
     pub count: i64,
     pub created_at: i64,
+    /// Bulk replays: `running`, then `cancelled` if stopped; singles `done`.
+    pub status: String,
+    pub window_ms: Option<i64>,
 }

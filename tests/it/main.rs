@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 
+mod admin_replay;
 mod api_client;
 mod cli;
 mod dashboard_account;

@@ -1,0 +1,9 @@
+-- Bulk replays: each replayed delivery remembers which replay took it and
+-- what it was before, so progress can be counted and a cancel can put the
+-- not-yet-attempted rest back in the dead-letter queue.
+ALTER TABLE deliveries ADD COLUMN replay_id TEXT;
+ALTER TABLE deliveries ADD COLUMN replay_prev_state TEXT;
+ALTER TABLE deliveries ADD COLUMN replay_from_seq BIGINT;
+CREATE INDEX deliveries_replay ON deliveries (replay_id) WHERE replay_id IS NOT NULL;
+ALTER TABLE replays ADD COLUMN status TEXT NOT NULL DEFAULT 'done';
+ALTER TABLE replays ADD COLUMN window_ms BIGINT;

@@ -1,0 +1,213 @@
+//! `/api/v1/admin/*`: bulk replay and its audit log. Reached with an admin
+//! API key or an admin's session; anyone else gets 403 (401 if anonymous).
+
+use std::sync::Arc;
+
+use app::model::Viewer;
+use axum::{
+    extract::{FromRequestParts, Path, State},
+    http::{request::Parts, Method, StatusCode},
+    Json,
+};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    caller::Caller,
+    error::{or_not_found, ApiError, ApiResult},
+    events::parse_time,
+};
+use crate::{
+    clock::Timestamp,
+    replay,
+    store::{Replay, ReplayCriteria},
+    web::AppState,
+};
+
+/// An administrator, and how the audit log names them.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    pub actor: String,
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        if parts
+            .headers
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            let caller = Caller::from_request_parts(parts, state).await?;
+            return if caller.is_admin {
+                Ok(Admin {
+                    actor: format!("api_key:{}", caller.key_id),
+                })
+            } else {
+                Err(ApiError::forbidden("this needs an admin API key"))
+            };
+        }
+        let Some(viewer) = parts.extensions.get::<Viewer>().cloned() else {
+            return Err(ApiError::unauthorized(
+                "missing Authorization: Bearer <admin api key>",
+            ));
+        };
+        if !viewer.is_admin {
+            return Err(ApiError::forbidden("only administrators may do this"));
+        }
+        // A session rides along on any request the browser makes, so
+        // changes must come from our own pages.
+        if parts.method != Method::GET && app::port::is_cross_site(&parts.headers) {
+            return Err(ApiError::forbidden("cross-site request refused"));
+        }
+        Ok(Admin {
+            actor: format!("user:{}", viewer.user_id),
+        })
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CriteriaIn {
+    states: Vec<String>,
+    since: Option<String>,
+    until: Option<String>,
+    account_id: Option<String>,
+    endpoint_id: Option<String>,
+    #[serde(rename = "type")]
+    event_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ReplayIn {
+    criteria: CriteriaIn,
+    #[serde(default)]
+    dry_run: bool,
+    /// How long to spread the redeliveries over, e.g. "5m" (the default).
+    window: Option<String>,
+}
+
+fn criteria(c: CriteriaIn) -> ApiResult<ReplayCriteria> {
+    let bad = |m: String| ApiError::bad_request("invalid_criteria", m);
+    let mut out = ReplayCriteria::default();
+    for s in &c.states {
+        match s.as_str() {
+            "failed" => out.failed = true,
+            "expired" => out.expired = true,
+            other => {
+                return Err(bad(format!(
+                    "only failed and expired deliveries can be replayed, not {other:?}"
+                )))
+            }
+        }
+    }
+    let blank = |v: Option<String>| v.filter(|s| !s.trim().is_empty());
+    out.since = blank(c.since)
+        .map(|v| parse_time("since", &v).map(Timestamp::millis))
+        .transpose()?;
+    out.until = blank(c.until)
+        .map(|v| parse_time("until", &v).map(Timestamp::millis))
+        .transpose()?;
+    out.account_id = blank(c.account_id);
+    out.endpoint_id = blank(c.endpoint_id);
+    out.event_type = blank(c.event_type);
+    Ok(out)
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    admin: Admin,
+    body: Result<Json<ReplayIn>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
+    let window = match input.window.as_deref() {
+        Some(w) => humantime::parse_duration(w).map_err(|_| {
+            ApiError::bad_request(
+                "invalid_window",
+                "window must be a duration such as 5m or 1h",
+            )
+        })?,
+        None => replay::DEFAULT_WINDOW,
+    };
+    let c = criteria(input.criteria)?;
+    replay::check(&c, window).map_err(|m| ApiError::bad_request("invalid_criteria", m))?;
+    let ctx = Arc::clone(&state.ctx);
+    if input.dry_run {
+        let groups = ctx.store.replay_preview(&c).await?;
+        let total: i64 = groups.iter().map(|g| g.count).sum();
+        let groups: Vec<Value> = groups
+            .into_iter()
+            .map(|g| {
+                json!({
+                    "account_id": g.account_id,
+                    "account_name": g.account_name,
+                    "endpoint_id": g.endpoint_id,
+                    "endpoint_url": g.endpoint_url,
+                    "count": g.count,
+                })
+            })
+            .collect();
+        return Ok((
+            StatusCode::OK,
+            Json(json!({ "dry_run": true, "total": total, "groups": groups })),
+        ));
+    }
+    let started = replay::start(&ctx, &c, &admin.actor, window).await?;
+    Ok((StatusCode::ACCEPTED, Json(replay_out(&started))))
+}
+
+fn replay_out(r: &Replay) -> Value {
+    json!({
+        "id": r.id,
+        "kind": r.kind,
+        "actor": r.actor,
+        "account_id": r.account_id,
+        "criteria": serde_json::from_str::<Value>(&r.criteria).unwrap_or(Value::Null),
+        "count": r.count,
+        "status": r.status,
+        "window_ms": r.window_ms,
+        "created_at": Timestamp(r.created_at).to_rfc3339(),
+    })
+}
+
+/// The audit log: every resend and bulk replay, newest first.
+pub async fn list(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<Value>> {
+    let rows = state.ctx.store.replays(None, 200).await?;
+    let data: Vec<Value> = rows.iter().map(replay_out).collect();
+    Ok(Json(json!({ "data": data })))
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let store = &state.ctx.store;
+    let r = store.replay(&id).await.map_err(or_not_found("replay"))?;
+    let p = store.replay_progress(&id).await?;
+    let mut out = replay_out(&r);
+    out["progress"] = json!({
+        "pending": p.pending,
+        "in_flight": p.in_flight,
+        "delivered": p.delivered,
+        "failed": p.failed,
+        "expired": p.expired,
+    });
+    Ok(Json(out))
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    admin: Admin,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let ctx = &state.ctx;
+    let reverted = ctx
+        .store
+        .cancel_replay(&id, ctx.clock.now())
+        .await
+        .map_err(or_not_found("replay"))?;
+    tracing::info!(replay = %id, reverted, actor = %admin.actor, "bulk replay cancelled");
+    Ok(Json(
+        json!({ "id": id, "status": "cancelled", "returned_to_dead_letter": reverted }),
+    ))
+}

@@ -1,0 +1,243 @@
+//! Bulk replay (SPEC §5): preview what matches, reset it in batches with
+//! the retries spread over a window and within each endpoint's rate limit,
+//! count progress, and cancel what has not been attempted yet.
+
+use std::collections::HashMap;
+
+use sqlx::FromRow;
+
+use super::{Pool, Replay, Result, Store, StoreError};
+use crate::{clock::Timestamp, ids};
+
+/// Which dead letters to replay. Times are the deliveries' `created_at`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayCriteria {
+    pub failed: bool,
+    pub expired: bool,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub account_id: Option<String>,
+    pub endpoint_id: Option<String>,
+    pub event_type: Option<String>,
+}
+
+/// One line of a preview: how many of an endpoint's deliveries match.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct ReplayGroup {
+    pub account_id: String,
+    pub account_name: String,
+    pub endpoint_id: String,
+    pub endpoint_url: String,
+    pub count: i64,
+}
+
+/// Where a replay's deliveries are now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayProgress {
+    pub pending: i64,
+    pub in_flight: i64,
+    pub delivered: i64,
+    pub failed: i64,
+    pub expired: i64,
+}
+
+/// Rows reset per transaction: 50 k deliveries never sit in one.
+const BATCH: i64 = 500;
+
+const MATCHES: &str = "FROM deliveries d \
+     JOIN events ev ON ev.account_id = d.account_id AND ev.id = d.event_id \
+     JOIN endpoints en ON en.id = d.endpoint_id \
+     JOIN accounts a ON a.id = d.account_id \
+     WHERE ((d.state = 'failed' AND $1) OR (d.state = 'expired' AND $2)) \
+       AND ($3 IS NULL OR d.created_at >= $3) AND ($4 IS NULL OR d.created_at < $4) \
+       AND ($5 IS NULL OR d.account_id = $5) AND ($6 IS NULL OR d.endpoint_id = $6) \
+       AND ($7 IS NULL OR ev.event_type = $7)";
+
+#[derive(FromRow)]
+struct Candidate {
+    id: String,
+    endpoint_id: String,
+    rate_limit_per_sec: Option<i64>,
+}
+
+impl Store {
+    pub async fn replay_preview(&self, c: &ReplayCriteria) -> Result<Vec<ReplayGroup>> {
+        let sql = format!(
+            "SELECT d.account_id, a.name AS account_name, d.endpoint_id, en.url AS endpoint_url, \
+                    count(*) AS count {MATCHES} \
+             GROUP BY d.account_id, a.name, d.endpoint_id, en.url \
+             ORDER BY count(*) DESC, d.endpoint_id"
+        );
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, ReplayGroup>(&sql)
+            .bind(c.failed)
+            .bind(c.expired)
+            .bind(c.since)
+            .bind(c.until)
+            .bind(&c.account_id)
+            .bind(&c.endpoint_id)
+            .bind(&c.event_type)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// Resets every matching delivery like a resend, spreading their next
+    /// attempts evenly over `window` and, per endpoint, no faster than its
+    /// rate limit. Writes the audit row first (status `running`) and
+    /// returns it with the final count. Accounts affected are returned with
+    /// how many of theirs were replayed, for the notification.
+    pub async fn start_replay(
+        &self,
+        c: &ReplayCriteria,
+        actor: &str,
+        window: std::time::Duration,
+        retry_window: std::time::Duration,
+        now: Timestamp,
+    ) -> Result<(Replay, HashMap<String, i64>)> {
+        let total: i64 = self.replay_preview(c).await?.iter().map(|g| g.count).sum();
+        let id = ids::new_id(ids::REPLAY);
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        let criteria = serde_json::to_string(c).unwrap_or_default();
+        let audit =
+            "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at, \
+                     status, window_ms) VALUES ($1, $2, $3, 'bulk', $4, $5, $6, 'running', $7)";
+        on_pool!(self, |p| sqlx::query(audit)
+            .bind(&id)
+            .bind(&c.account_id)
+            .bind(actor)
+            .bind(&criteria)
+            .bind(total)
+            .bind(now.millis())
+            .bind(window_ms)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+
+        let select = format!(
+            // A delivery this replay already reset may fail again meanwhile: skip it.
+            "SELECT d.id, d.endpoint_id, en.rate_limit_per_sec {MATCHES} \
+             AND (d.replay_id IS NULL OR d.replay_id <> $9) ORDER BY d.id LIMIT $8"
+        );
+        let reset = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
+                     give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $3, \
+                     replay_id = $4, replay_prev_state = state, replay_from_seq = attempt_seq \
+                     WHERE id = $5 AND state IN ('failed', 'expired') RETURNING account_id";
+        let give_up = now.plus(retry_window).millis();
+        let mut done: i64 = 0;
+        let mut per_endpoint: HashMap<String, i64> = HashMap::new();
+        let mut per_account: HashMap<String, i64> = HashMap::new();
+        loop {
+            let batch = on_pool!(self, |p| sqlx::query_as::<_, Candidate>(&select)
+                .bind(c.failed)
+                .bind(c.expired)
+                .bind(c.since)
+                .bind(c.until)
+                .bind(&c.account_id)
+                .bind(&c.endpoint_id)
+                .bind(&c.event_type)
+                .bind(BATCH)
+                .bind(&id)
+                .fetch_all(p)
+                .await)?;
+            if batch.is_empty() {
+                break;
+            }
+            let planned: Vec<(String, i64)> = batch
+                .iter()
+                .map(|cand| {
+                    let spread = window_ms.saturating_mul(done) / total.max(1);
+                    done += 1;
+                    let nth = per_endpoint.entry(cand.endpoint_id.clone()).or_insert(0);
+                    let paced = cand
+                        .rate_limit_per_sec
+                        .filter(|r| *r > 0)
+                        .map_or(0, |r| nth.saturating_mul(1000) / r);
+                    *nth += 1;
+                    (cand.id.clone(), now.millis() + spread.max(paced))
+                })
+                .collect();
+            let accounts = on_pool!(self, |p| {
+                let mut tx = p.begin().await?;
+                let mut accounts = Vec::with_capacity(planned.len());
+                for (delivery, at) in &planned {
+                    let account: Option<String> = sqlx::query_scalar(reset)
+                        .bind(at)
+                        .bind(give_up)
+                        .bind(now.millis())
+                        .bind(&id)
+                        .bind(delivery)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    accounts.extend(account);
+                }
+                tx.commit().await?;
+                Ok::<_, StoreError>(accounts)
+            })?;
+            for account in accounts {
+                *per_account.entry(account).or_insert(0) += 1;
+            }
+        }
+        let count: i64 = per_account.values().sum();
+        let finish = "UPDATE replays SET count = $1 WHERE id = $2 RETURNING *";
+        let replay = on_pool!(self, |p| sqlx::query_as::<_, Replay>(finish)
+            .bind(count)
+            .bind(&id)
+            .fetch_one(p)
+            .await)?;
+        Ok((replay, per_account))
+    }
+
+    pub async fn replay(&self, id: &str) -> Result<Replay> {
+        let sql = "SELECT * FROM replays WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Replay>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn replay_progress(&self, id: &str) -> Result<ReplayProgress> {
+        let sql = "SELECT state, count(*) FROM deliveries WHERE replay_id = $1 GROUP BY state";
+        let rows: Vec<(String, i64)> =
+            on_pool!(self, |p| sqlx::query_as(sql).bind(id).fetch_all(p).await)?;
+        let mut progress = ReplayProgress::default();
+        for (state, n) in rows {
+            match state.as_str() {
+                "pending" => progress.pending = n,
+                "in_flight" => progress.in_flight = n,
+                "delivered" => progress.delivered = n,
+                "failed" => progress.failed = n,
+                "expired" => progress.expired = n,
+                _ => {}
+            }
+        }
+        Ok(progress)
+    }
+
+    /// Returns the replay's deliveries that have not been attempted since it
+    /// started to the dead-letter state they came from. Returns how many.
+    pub async fn cancel_replay(&self, id: &str, now: Timestamp) -> Result<u64> {
+        let revert =
+            "UPDATE deliveries SET state = replay_prev_state, finished_at = $1, updated_at = $1 \
+                      WHERE replay_id = $2 AND state = 'pending' AND attempt_seq = replay_from_seq";
+        let mark = "UPDATE replays SET status = 'cancelled' WHERE id = $1 AND kind = 'bulk'";
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let reverted = sqlx::query(revert)
+                .bind(now.millis())
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let marked = sqlx::query(mark)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if marked == 0 {
+                tx.rollback().await?;
+                return Err(StoreError::NotFound);
+            }
+            tx.commit().await?;
+            Ok(reverted)
+        })
+    }
+}
