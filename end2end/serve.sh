@@ -10,6 +10,7 @@ export DAKGHAR_DATABASE_URL="sqlite://$tmp/e2e.db"
 unset DATABASE_URL
 "$bin" account create --name "E2E Account" >/dev/null
 "$bin" user create --email e2e@dakghar.test --account "E2E Account" --password 'e2e password 123' >/dev/null
+"$bin" user create --email admin@dakghar.test --account "E2E Account" --admin --password 'e2e admin password' >/dev/null
 # The tests send events through the REST API with this key.
 state="${TMPDIR:-/tmp}/dakghar-e2e-$port"
 mkdir -p "$state"

@@ -5,6 +5,7 @@ use app::{
     error::AppError,
     model::{
         account::{ApiKeyView, Contract, NotificationView},
+        admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
         Me, Viewer,
@@ -15,6 +16,7 @@ use app::{
 use crate::{store::StoreError, web::Ctx};
 
 mod account;
+mod admin;
 mod endpoints;
 mod events;
 
@@ -119,5 +121,33 @@ impl Dashboard for Ctx {
 
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
         account::revoke_api_key(self, viewer, id).await
+    }
+
+    async fn admin_overview(&self, viewer: &Viewer) -> Result<AdminOverview, AppError> {
+        admin::overview(self, viewer).await
+    }
+
+    async fn replay_preview(
+        &self,
+        viewer: &Viewer,
+        form: ReplayForm,
+    ) -> Result<Vec<PreviewLine>, AppError> {
+        admin::preview(self, viewer, form).await
+    }
+
+    async fn replay_start(&self, viewer: &Viewer, form: ReplayForm) -> Result<String, AppError> {
+        admin::start(self, viewer, form).await
+    }
+
+    async fn replay_status(&self, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError> {
+        admin::status(self, viewer, id).await
+    }
+
+    async fn replay_cancel(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        admin::cancel(self, viewer, id).await
+    }
+
+    async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError> {
+        admin::audit(self, viewer).await
     }
 }

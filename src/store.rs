@@ -79,12 +79,14 @@ macro_rules! on_pool {
     };
 }
 
+mod admin;
 mod endpoints;
 mod events;
 mod health;
 mod rate;
 mod replay;
 
+pub use admin::{AccountOverview, GlobalRates};
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};

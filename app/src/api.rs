@@ -2,6 +2,7 @@
 //! asks the server's `Dashboard` port and returns what the page shows.
 
 pub mod account;
+pub mod admin;
 pub mod endpoints;
 pub mod events;
 pub mod me;

@@ -19,9 +19,17 @@ use leptos_router::{
 };
 
 use crate::pages::{
-    api_keys::ApiKeysPage, docs::DocsPage, endpoint_detail::EndpointDetailPage,
-    endpoints::EndpointsPage, event_detail::EventDetailPage, events::EventsPage, login::LoginPage,
-    not_found::NotFound, notifications::NotificationsPage,
+    admin::{AdminPage, AuditPage},
+    admin_replay::{ReplayPage, ReplayProgressPage},
+    api_keys::ApiKeysPage,
+    docs::DocsPage,
+    endpoint_detail::EndpointDetailPage,
+    endpoints::EndpointsPage,
+    event_detail::EventDetailPage,
+    events::EventsPage,
+    login::LoginPage,
+    not_found::NotFound,
+    notifications::NotificationsPage,
 };
 
 /// The HTML document around the app; rendered on the server only.
@@ -61,6 +69,10 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
                 <Route path=path!("/api-keys") view=ApiKeysPage ssr=SsrMode::Async />
                 <Route path=path!("/docs") view=DocsPage ssr=SsrMode::Async />
+                <Route path=path!("/admin") view=AdminPage ssr=SsrMode::Async />
+                <Route path=path!("/admin/replay") view=ReplayPage ssr=SsrMode::Async />
+                <Route path=path!("/admin/replays/:id") view=ReplayProgressPage ssr=SsrMode::Async />
+                <Route path=path!("/admin/audit") view=AuditPage ssr=SsrMode::Async />
             </Routes>
         </Router>
     }

@@ -20,5 +20,6 @@ pub struct Me {
 }
 
 pub mod account;
+pub mod admin;
 pub mod endpoints;
 pub mod events;

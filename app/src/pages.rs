@@ -1,3 +1,5 @@
+pub mod admin;
+pub mod admin_replay;
 pub mod api_keys;
 pub mod docs;
 pub mod endpoint_detail;

@@ -10,6 +10,7 @@ use crate::{
     error::AppError,
     model::{
         account::{ApiKeyView, Contract, NotificationView},
+        admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
         Me, Viewer,
@@ -53,6 +54,18 @@ pub trait Dashboard: Send + Sync + 'static {
     /// Returns the whole key, shown once.
     async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError>;
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    // Admin only: implementations refuse members with `Forbidden`.
+    async fn admin_overview(&self, viewer: &Viewer) -> Result<AdminOverview, AppError>;
+    async fn replay_preview(
+        &self,
+        viewer: &Viewer,
+        form: ReplayForm,
+    ) -> Result<Vec<PreviewLine>, AppError>;
+    /// Returns the replay's id.
+    async fn replay_start(&self, viewer: &Viewer, form: ReplayForm) -> Result<String, AppError>;
+    async fn replay_status(&self, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError>;
+    async fn replay_cancel(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError>;
 }
 
 pub type DashboardRef = Arc<dyn Dashboard>;
@@ -117,4 +130,21 @@ pub fn answer_rate_limited(error: &AppError) {
             http::HeaderValue::from(*retry_after_s),
         );
     }
+}
+
+/// For admin server functions: the signed-in viewer must be an admin (403
+/// otherwise); `changing` adds the cross-site check.
+pub fn admin_services(changing: bool) -> Result<(DashboardRef, Viewer), AppError> {
+    let (services, viewer) = if changing {
+        services_for_change()?
+    } else {
+        services()?
+    };
+    if !viewer.is_admin {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(http::StatusCode::FORBIDDEN);
+        }
+        return Err(AppError::Forbidden);
+    }
+    Ok((services, viewer))
 }

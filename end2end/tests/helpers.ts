@@ -1,6 +1,7 @@
 import { expect, Page, TestInfo } from '@playwright/test';
 
 export const USER = { email: 'e2e@dakghar.test', password: 'e2e password 123', account: 'E2E Account' };
+export const ADMIN = { email: 'admin@dakghar.test', password: 'e2e admin password' };
 
 /** With JavaScript on, waits until the page has hydrated, so clicks reach the app. */
 export async function ready(page: Page, info: TestInfo) {
@@ -9,10 +10,10 @@ export async function ready(page: Page, info: TestInfo) {
   }
 }
 
-export async function signIn(page: Page, info: TestInfo, password = USER.password) {
+export async function signIn(page: Page, info: TestInfo, password = USER.password, email = USER.email) {
   await page.goto('/login');
   await ready(page, info);
-  await page.getByLabel('Email').fill(USER.email);
+  await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Sign in' }).click();
 }

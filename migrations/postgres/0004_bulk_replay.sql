@@ -7,3 +7,5 @@ ALTER TABLE deliveries ADD COLUMN replay_from_seq BIGINT;
 CREATE INDEX deliveries_replay ON deliveries (replay_id) WHERE replay_id IS NOT NULL;
 ALTER TABLE replays ADD COLUMN status TEXT NOT NULL DEFAULT 'done';
 ALTER TABLE replays ADD COLUMN window_ms BIGINT;
+CREATE INDEX deliveries_finished ON deliveries (finished_at) WHERE finished_at IS NOT NULL;
+CREATE INDEX deliveries_account_state ON deliveries (account_id, state);

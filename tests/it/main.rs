@@ -5,6 +5,7 @@
 #[macro_use]
 mod helpers;
 
+mod admin_pages;
 mod admin_replay;
 mod api_client;
 mod cli;

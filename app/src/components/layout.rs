@@ -19,6 +19,15 @@ pub fn Layout(children: ChildrenFn) -> impl IntoView {
                 <A href="/notifications">"Notifications"</A>
                 <A href="/api-keys">"API keys"</A>
                 <A href="/docs">"Docs"</A>
+                // A convenience only: the server checks the role on every admin call.
+                <Suspense fallback=|| ()>
+                    {move || Suspend::new(async move {
+                        me.await
+                            .ok()
+                            .filter(|m| m.is_admin)
+                            .map(|_| view! { <A href="/admin">"Admin"</A> })
+                    })}
+                </Suspense>
             </nav>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move { me.await.map(|me| view! { <Account me /> }) })}

@@ -1,0 +1,122 @@
+//! Admin: the installation at a glance, and the audit log of every resend
+//! and replay. The server refuses members whatever this page shows.
+
+use leptos::prelude::*;
+use leptos_meta::Title;
+
+use crate::{
+    api::admin::{audit_log, get_admin_overview},
+    components::layout::{ErrorNotice, Layout},
+    format,
+};
+
+fn share(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "—".to_string(), |r| format!("{:.1}%", r * 100.0))
+}
+
+#[component]
+pub fn AdminPage() -> impl IntoView {
+    let overview = Resource::new(|| (), |_| get_admin_overview());
+    view! {
+        <Title text="Admin" />
+        <Layout>
+            <div class="page-head">
+                <h1>"Admin"</h1>
+                <div class="actions">
+                    <a class="button primary" href="/admin/replay">"Bulk replay"</a>
+                    <a class="button secondary" href="/admin/audit">"Audit log"</a>
+                </div>
+            </div>
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match overview.await {
+                        Ok(o) => view! {
+                            <div class="tiles">
+                                <div class="tile card">
+                                    <div class="tile-label">"Delivered, last hour"</div>
+                                    <div class="tile-value" data-testid="delivery-rate">{share(o.delivery_rate_1h)}</div>
+                                    <div class="muted small">{format!("of {} attempts", o.attempts_1h)}</div>
+                                </div>
+                                <div class="tile card">
+                                    <div class="tile-label">"Dead-lettered, last hour"</div>
+                                    <div class="tile-value" data-testid="dead-letter-rate">{share(o.dead_letter_rate_1h)}</div>
+                                    <div class="muted small">{format!("of {} finished deliveries", o.finished_1h)}</div>
+                                </div>
+                            </div>
+                            <table class="table" data-testid="accounts-table">
+                                <thead>
+                                    <tr><th>"Account"</th><th>"Queued"</th><th>"Dead letters"</th><th>"Failing endpoints"</th></tr>
+                                </thead>
+                                <tbody>
+                                    {o.accounts
+                                        .into_iter()
+                                        .map(|a| view! {
+                                            <tr data-testid="account-row">
+                                                <td>{a.name}<div class="muted small"><code>{a.id}</code></div></td>
+                                                <td>{a.queued}</td>
+                                                <td>{a.dead_letters}</td>
+                                                <td>{a.failing_endpoints}</td>
+                                            </tr>
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        }
+                        .into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </Layout>
+    }
+}
+
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let log = Resource::new(|| (), |_| audit_log());
+    view! {
+        <Title text="Audit log" />
+        <Layout>
+            <p class="crumbs"><a href="/admin">"← Admin"</a></p>
+            <h1>"Audit log"</h1>
+            <p class="muted">"Every resend and bulk replay: who, what, how many, when."</p>
+            <Suspense fallback=|| view! { <p class="muted">"Loading…"</p> }>
+                {move || Suspend::new(async move {
+                    match log.await {
+                        Ok(rows) if rows.is_empty() => view! { <p class="card muted">"Nothing has been replayed yet."</p> }.into_any(),
+                        Ok(rows) => view! {
+                            <table class="table" data-testid="audit-table">
+                                <thead>
+                                    <tr><th>"When"</th><th>"Who"</th><th>"What"</th><th>"Count"</th><th>"Status"</th></tr>
+                                </thead>
+                                <tbody>
+                                    {rows
+                                        .into_iter()
+                                        .map(|r| {
+                                            let what = if r.kind == "bulk" {
+                                                view! { <a href=format!("/admin/replays/{}", r.id)>"bulk replay"</a> }.into_any()
+                                            } else {
+                                                view! { <span>"resend"</span> }.into_any()
+                                            };
+                                            view! {
+                                                <tr data-testid="audit-row">
+                                                    <td class="time">{format::time(r.created_at)}</td>
+                                                    <td><code>{r.actor}</code></td>
+                                                    <td>{what}<div class="muted small"><code>{r.criteria}</code></div></td>
+                                                    <td>{r.count}</td>
+                                                    <td>{r.status}</td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        }
+                        .into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Suspense>
+        </Layout>
+    }
+}

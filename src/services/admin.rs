@@ -1,0 +1,171 @@
+//! The admin pages' data and actions. The role is checked again here, so
+//! no path through the port skips it.
+
+use std::time::Duration;
+
+use app::{
+    error::AppError,
+    model::{
+        admin::{AccountLine, AdminOverview, PreviewLine, ReplayForm, ReplayView},
+        Viewer,
+    },
+};
+
+use super::internal;
+use crate::{
+    clock::Timestamp,
+    replay,
+    store::{Replay, ReplayCriteria, StoreError},
+    web::Ctx,
+};
+
+fn require_admin(viewer: &Viewer) -> Result<(), AppError> {
+    if viewer.is_admin {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden)
+    }
+}
+
+pub async fn overview(ctx: &Ctx, viewer: &Viewer) -> Result<AdminOverview, AppError> {
+    require_admin(viewer)?;
+    let now = ctx.clock.now();
+    let hour_ago = Timestamp(now.millis() - 3_600_000);
+    let store = &ctx.store;
+    let accounts = store.accounts_overview().await.map_err(internal)?;
+    let rates = store.global_rates(hour_ago).await.map_err(internal)?;
+    let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
+    Ok(AdminOverview {
+        delivery_rate_1h: share(rates.delivered_attempts, rates.attempts),
+        attempts_1h: rates.attempts,
+        dead_letter_rate_1h: share(rates.dead_lettered, rates.finished),
+        finished_1h: rates.finished,
+        accounts: accounts
+            .into_iter()
+            .map(|a| AccountLine {
+                id: a.id,
+                name: a.name,
+                queued: a.queued,
+                dead_letters: a.dead_letters,
+                failing_endpoints: a.failing_endpoints,
+            })
+            .collect(),
+    })
+}
+
+fn day(raw: &str, name: &str, end_of_day: bool) -> Result<Option<i64>, AppError> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    let date = chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .map_err(|_| AppError::Invalid(format!("{name} must be a date such as 2026-01-31")))?;
+    let date = if end_of_day {
+        date.succ_opt().unwrap_or(date)
+    } else {
+        date
+    };
+    Ok(date
+        .and_hms_opt(0, 0, 0)
+        .map(|t| t.and_utc().timestamp_millis()))
+}
+
+fn criteria(form: &ReplayForm) -> Result<(ReplayCriteria, Duration), AppError> {
+    let text = |v: &str| Some(v.trim().to_string()).filter(|v| !v.is_empty());
+    let c = ReplayCriteria {
+        failed: form.failed.is_some(),
+        expired: form.expired.is_some(),
+        since: day(&form.since, "the start day", false)?,
+        until: day(&form.until, "the end day", true)?,
+        account_id: text(&form.account_id),
+        endpoint_id: text(&form.endpoint_id),
+        event_type: text(&form.event_type),
+    };
+    let window = match text(&form.window) {
+        None => replay::DEFAULT_WINDOW,
+        Some(w) => humantime::parse_duration(&w).map_err(|_| {
+            AppError::Invalid("spread over must be a duration such as 5m or 1h".into())
+        })?,
+    };
+    replay::check(&c, window).map_err(AppError::Invalid)?;
+    Ok((c, window))
+}
+
+pub async fn preview(
+    ctx: &Ctx,
+    viewer: &Viewer,
+    form: ReplayForm,
+) -> Result<Vec<PreviewLine>, AppError> {
+    require_admin(viewer)?;
+    let (c, _) = criteria(&form)?;
+    let groups = ctx.store.replay_preview(&c).await.map_err(internal)?;
+    Ok(groups
+        .into_iter()
+        .map(|g| PreviewLine {
+            account_name: g.account_name,
+            endpoint_id: g.endpoint_id,
+            endpoint_url: g.endpoint_url,
+            count: g.count,
+        })
+        .collect())
+}
+
+pub async fn start(ctx: &Ctx, viewer: &Viewer, form: ReplayForm) -> Result<String, AppError> {
+    require_admin(viewer)?;
+    let (c, window) = criteria(&form)?;
+    let actor = format!("user:{}", viewer.user_id);
+    let started = replay::start(ctx, &c, &actor, window)
+        .await
+        .map_err(internal)?;
+    Ok(started.id)
+}
+
+async fn view_of(ctx: &Ctx, r: Replay, with_progress: bool) -> Result<ReplayView, StoreError> {
+    let p = if with_progress && r.kind == "bulk" {
+        ctx.store.replay_progress(&r.id).await?
+    } else {
+        Default::default()
+    };
+    Ok(ReplayView {
+        id: r.id,
+        actor: r.actor,
+        kind: r.kind,
+        criteria: r.criteria,
+        count: r.count,
+        status: r.status,
+        created_at: r.created_at,
+        pending: p.pending,
+        in_flight: p.in_flight,
+        delivered: p.delivered,
+        failed: p.failed,
+        expired: p.expired,
+    })
+}
+
+pub async fn status(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError> {
+    require_admin(viewer)?;
+    let r = ctx.store.replay(id).await.map_err(internal)?;
+    view_of(ctx, r, true).await.map_err(internal)
+}
+
+pub async fn cancel(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+    require_admin(viewer)?;
+    let reverted = ctx
+        .store
+        .cancel_replay(id, ctx.clock.now())
+        .await
+        .map_err(internal)?;
+    tracing::info!(replay = %id, reverted, user = %viewer.user_id, "bulk replay cancelled");
+    Ok(())
+}
+
+/// The log without progress counts: each bulk replay's page has those.
+pub async fn audit(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError> {
+    require_admin(viewer)?;
+    let rows = ctx.store.replays(None, 200).await.map_err(internal)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        out.push(view_of(ctx, r, false).await.map_err(internal)?);
+    }
+    Ok(out)
+}
