@@ -10,6 +10,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod ids;
+pub mod metrics;
 pub mod replay;
 pub mod resend;
 mod services;

@@ -54,6 +54,9 @@ pub async fn start(
             .await?;
     }
     tracing::info!(replay = %replay.id, count = replay.count, actor, "bulk replay started");
+    metrics::counter!("dakghar_replays_total").increment(1);
+    metrics::counter!("dakghar_replayed_deliveries_total")
+        .increment(u64::try_from(replay.count).unwrap_or(0));
     ctx.engine.wake().await;
     Ok(replay)
 }

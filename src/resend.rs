@@ -70,6 +70,7 @@ pub async fn resend(
             StoreError::NotFound => ResendError::NotFound,
             e => ResendError::Store(e),
         })?;
+    metrics::counter!("dakghar_resends_total").increment(1);
     ctx.engine.wake().await;
     Ok(updated)
 }

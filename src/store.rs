@@ -86,7 +86,7 @@ mod health;
 mod rate;
 mod replay;
 
-pub use admin::{AccountOverview, GlobalRates};
+pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};

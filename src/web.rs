@@ -8,7 +8,7 @@ use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
 use app::{port::DashboardRef, shell, App};
 use axum::{
-    extract::FromRef,
+    extract::{FromRef, State},
     response::Redirect,
     routing::{get, post},
     Router,
@@ -55,6 +55,8 @@ impl Application {
         store: Store,
         clock: SharedClock,
     ) -> Result<Self, BuildError> {
+        crate::metrics::handle();
+        crate::metrics::describe();
         let sessions = Sessions::open(&store).await?;
         sessions.spawn_cleaner();
         let listener = TcpListener::bind(config.listen)
@@ -139,6 +141,17 @@ pub enum BuildError {
     Http(String),
 }
 
+/// Prometheus text format; open like `/healthz`, as scrapers expect.
+async fn metrics_text(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&state.ctx.store).await,
+    )
+}
+
 fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
     let dashboard: DashboardRef = state.ctx.clone();
@@ -148,6 +161,7 @@ fn router(state: AppState) -> Router {
         .route("/login", post(login::login))
         .route("/logout", post(login::logout))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics_text))
         .merge(api::router())
         .leptos_routes_with_context(
             &state,

@@ -8,4 +8,6 @@ CREATE INDEX deliveries_replay ON deliveries (replay_id) WHERE replay_id IS NOT 
 ALTER TABLE replays ADD COLUMN status TEXT NOT NULL DEFAULT 'done';
 ALTER TABLE replays ADD COLUMN window_ms BIGINT;
 CREATE INDEX deliveries_finished ON deliveries (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX deliveries_account_state ON deliveries (account_id, state);
+-- (account_id, state, event_id) also answers the events list's state filter
+-- with one probe per event.
+CREATE INDEX deliveries_account_state ON deliveries (account_id, state, event_id);

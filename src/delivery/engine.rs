@@ -225,6 +225,7 @@ impl Engine {
                 .expire_claimed(delivery, "retry window passed before the next attempt", now)
                 .await?;
             tracing::info!(delivery = %delivery.id, outcome = "expired", "delivery expired: retry window passed");
+            metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(1);
             return Ok(());
         }
         let endpoint = self.store.endpoint_by_id(&delivery.endpoint_id).await?;
@@ -329,6 +330,7 @@ impl Engine {
         if let Some(state) = final_state {
             tracing::info!(delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
         }
+        record_metrics(delivery, &sent, verdict, transition, started);
         self.update_endpoint_health(endpoint, verdict, transition, now)
             .await
     }
@@ -469,5 +471,40 @@ impl Engine {
                 now,
             )
             .await
+    }
+}
+
+fn record_metrics(
+    delivery: &Delivery,
+    sent: &Sent,
+    verdict: Verdict,
+    transition: Transition,
+    started: Timestamp,
+) {
+    let seconds = |ms: i64| ms.max(0) as f64 / 1000.0;
+    metrics::counter!(
+        "dakghar_attempts_total",
+        "outcome" => verdict.as_str(),
+        "status_class" => crate::metrics::status_class(sent.status)
+    )
+    .increment(1);
+    metrics::histogram!("dakghar_request_seconds").record(sent.duration.as_secs_f64());
+    metrics::histogram!("dakghar_attempt_delay_seconds")
+        .record(seconds(started.millis() - delivery.next_attempt_at));
+    match transition {
+        Transition::Retry { .. } => metrics::counter!("dakghar_retries_total").increment(1),
+        Transition::Delivered => {
+            if delivery.attempts > 0 {
+                metrics::counter!("dakghar_delivered_after_retry_total").increment(1);
+            }
+            metrics::histogram!("dakghar_delivery_delay_seconds")
+                .record(seconds(started.millis() - delivery.created_at));
+        }
+        Transition::Failed => {
+            metrics::counter!("dakghar_dead_lettered_total", "reason" => "failed").increment(1)
+        }
+        Transition::Expired => {
+            metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(1)
+        }
     }
 }

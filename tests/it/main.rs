@@ -15,6 +15,7 @@ mod dashboard_events;
 mod delivery;
 mod engine;
 mod login;
+mod metrics;
 mod receiver;
 mod serve_logs;
 mod signing;

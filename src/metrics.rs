@@ -1,0 +1,121 @@
+//! Prometheus metrics (SPEC §6) at `/metrics`: counters and histograms
+//! the engine records as it works, plus queue gauges read at scrape time.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::store::Store;
+
+/// Buckets in seconds, from a fast local receiver to the request timeout.
+const REQUEST_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0,
+];
+/// Buckets in seconds, from "at once" to the whole retry window.
+const DELAY_BUCKETS: &[f64] = &[
+    0.01,
+    0.1,
+    1.0,
+    10.0,
+    60.0,
+    300.0,
+    900.0,
+    3600.0,
+    4.0 * 3600.0,
+    24.0 * 3600.0,
+    72.0 * 3600.0,
+];
+
+/// One recorder per process: the `metrics` facade is global, and several
+/// servers in one test process share it.
+pub fn handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("request_seconds".into()), REQUEST_BUCKETS)
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Suffix("delay_seconds".into()), DELAY_BUCKETS)
+            })
+            .expect("static bucket lists are valid");
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        // Another recorder may already be installed (a test harness); then
+        // this handle still renders what was recorded through it.
+        let _ = metrics::set_global_recorder(recorder);
+        handle
+    })
+}
+
+pub fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "dakghar_attempts_total",
+        "Delivery attempts by outcome and status class"
+    );
+    describe_counter!(
+        "dakghar_dead_lettered_total",
+        "Deliveries that ended failed or expired, by reason"
+    );
+    describe_counter!("dakghar_retries_total", "Attempts that scheduled a retry");
+    describe_counter!(
+        "dakghar_delivered_after_retry_total",
+        "Deliveries that succeeded after at least one failed attempt"
+    );
+    describe_counter!(
+        "dakghar_resends_total",
+        "Single resends (API and dashboard)"
+    );
+    describe_counter!("dakghar_replays_total", "Bulk replays started");
+    describe_counter!(
+        "dakghar_replayed_deliveries_total",
+        "Deliveries reset by bulk replays"
+    );
+    describe_histogram!(
+        "dakghar_request_seconds",
+        Unit::Seconds,
+        "Time from sending a delivery to its answer"
+    );
+    describe_histogram!(
+        "dakghar_attempt_delay_seconds",
+        Unit::Seconds,
+        "How late an attempt started after it was due"
+    );
+    describe_histogram!(
+        "dakghar_delivery_delay_seconds",
+        Unit::Seconds,
+        "Time from ingest to successful delivery"
+    );
+    describe_gauge!(
+        "dakghar_queue_depth",
+        "Deliveries waiting (pending) or being sent (in_flight)"
+    );
+    describe_gauge!(
+        "dakghar_circuits_open",
+        "Endpoints whose circuit breaker is open"
+    );
+}
+
+/// The status class label: `2xx` … `5xx`, or `none` without a response.
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(200..=299) => "2xx",
+        Some(300..=399) => "3xx",
+        Some(400..=499) => "4xx",
+        Some(500..=599) => "5xx",
+        Some(_) => "other",
+        None => "none",
+    }
+}
+
+/// Sets the gauges from the database, then renders everything.
+pub async fn render(store: &Store) -> String {
+    match store.queue_gauges().await {
+        Ok(g) => {
+            metrics::gauge!("dakghar_queue_depth", "state" => "pending").set(g.pending as f64);
+            metrics::gauge!("dakghar_queue_depth", "state" => "in_flight").set(g.in_flight as f64);
+            metrics::gauge!("dakghar_circuits_open").set(g.circuits_open as f64);
+        }
+        Err(e) => tracing::warn!(error = %e, "could not read queue gauges for /metrics"),
+    }
+    handle().render()
+}
