@@ -21,6 +21,7 @@ use crate::{
         backoff::{Backoff, Jitter},
         settings::DeliverySettings,
     },
+    retention::RetentionSettings,
     store::{Role, Store, StoreError},
     web::Application,
 };
@@ -68,6 +69,13 @@ struct ServeArgs {
     /// Resends allowed per endpoint per minute (API and dashboard together).
     #[arg(long, env = "DAKGHAR_RESENDS_PER_MINUTE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     resends_per_minute: i64,
+    /// Delete finished deliveries, their attempts and left-over events older
+    /// than this (`90d`), or `off` to keep everything.
+    #[arg(long, env = "DAKGHAR_RETENTION", default_value = "90d", value_parser = parse_retention)]
+    retention: Retention,
+    /// Write what retention deletes to JSON Lines files here first.
+    #[arg(long, env = "DAKGHAR_ARCHIVE_DIR")]
+    archive_dir: Option<PathBuf>,
     #[command(flatten)]
     delivery: DeliveryArgs,
 }
@@ -186,6 +194,22 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// A retention period, or none.
+#[derive(Debug, Clone, Copy)]
+struct Retention(Option<Duration>);
+
+fn parse_retention(raw: &str) -> Result<Retention, String> {
+    if raw.eq_ignore_ascii_case("off") {
+        return Ok(Retention(None));
+    }
+    let keep = humantime::parse_duration(raw)
+        .map_err(|e| format!("{e}; use a duration such as 90d, or off"))?;
+    if keep < Duration::from_secs(3600) {
+        return Err("retention must be at least 1h (or off)".into());
+    }
+    Ok(Retention(Some(keep)))
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
@@ -266,6 +290,11 @@ async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
         delivery: args.delivery.settings(),
         run_workers: true,
         resends_per_minute: args.resends_per_minute,
+        retention: RetentionSettings {
+            keep: args.retention.0,
+            archive_dir: args.archive_dir,
+            ..RetentionSettings::default()
+        },
     };
     let app = Application::build(config, store, clock).await?;
     tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());

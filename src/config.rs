@@ -2,7 +2,7 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
-use crate::delivery::settings::DeliverySettings;
+use crate::{delivery::settings::DeliverySettings, retention::RetentionSettings};
 
 /// Everything the running server needs to know about its surroundings.
 #[derive(Debug, Clone)]
@@ -17,6 +17,7 @@ pub struct ServeConfig {
     pub run_workers: bool,
     /// Resends per endpoint per minute, API and dashboard together (SPEC §5).
     pub resends_per_minute: i64,
+    pub retention: RetentionSettings,
 }
 
 impl ServeConfig {
@@ -29,6 +30,7 @@ impl ServeConfig {
             delivery: DeliverySettings::default(),
             run_workers: false,
             resends_per_minute: 100,
+            retention: RetentionSettings::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod metrics;
 pub mod replay;
 pub mod resend;
+pub mod retention;
 mod services;
 pub mod store;
 pub mod web;

@@ -85,12 +85,14 @@ mod events;
 mod health;
 mod rate;
 mod replay;
+mod retention;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};
 pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress};
+pub use retention::OldHistory;
 
 /// The ids a claim may take ($1 = now, $3 = batch size): due `pending`
 /// deliveries of active endpoints, oldest first, and per endpoint no more

@@ -46,6 +46,7 @@ pub struct Application {
     router: Router,
     engine: Arc<Engine>,
     run_workers: bool,
+    ctx: Arc<Ctx>,
 }
 
 impl Application {
@@ -85,12 +86,14 @@ impl Application {
                 engine: Arc::clone(&engine),
             }),
         };
+        let ctx = Arc::clone(&state.ctx);
         let router = router(state).layer(sessions.layer(secure));
         Ok(Application {
             listener,
             router,
             engine,
             run_workers,
+            ctx,
         })
     }
 
@@ -116,6 +119,15 @@ impl Application {
     ) -> io::Result<()> {
         let stop = tokio_util::sync::CancellationToken::new();
         let workers = self.run_workers.then(|| self.engine.spawn(stop.clone()));
+        // Maintenance runs where the workers do: on worker nodes.
+        let retention = self.run_workers.then(|| {
+            crate::retention::spawn(
+                self.ctx.store.clone(),
+                self.ctx.clock.clone(),
+                self.ctx.config.retention.clone(),
+                stop.clone(),
+            )
+        });
         let stop_on_signal = stop.clone();
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(async move {
@@ -126,6 +138,9 @@ impl Application {
         stop.cancel();
         if let Some(workers) = workers {
             let _ = workers.await;
+        }
+        if let Some(retention) = retention {
+            let _ = retention.await;
         }
         served
     }

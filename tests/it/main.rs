@@ -17,6 +17,7 @@ mod engine;
 mod login;
 mod metrics;
 mod receiver;
+mod retention;
 mod serve_logs;
 mod signing;
 mod store;
