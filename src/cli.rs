@@ -21,6 +21,7 @@ use crate::{
         backoff::{Backoff, Jitter},
         settings::DeliverySettings,
     },
+    mailer::MailSettings,
     retention::RetentionSettings,
     store::{Role, Store, StoreError},
     web::Application,
@@ -76,6 +77,17 @@ struct ServeArgs {
     /// Write what retention deletes to JSON Lines files here first.
     #[arg(long, env = "DAKGHAR_ARCHIVE_DIR")]
     archive_dir: Option<PathBuf>,
+    /// Send alert emails through this SMTP server (`smtp://host:25`,
+    /// `smtps://user:password@host:465`); without it they stay in the outbox.
+    #[arg(long, env = "DAKGHAR_SMTP_URL", hide_env_values = true)]
+    smtp_url: Option<String>,
+    /// The From address of alert emails.
+    #[arg(
+        long,
+        env = "DAKGHAR_SMTP_FROM",
+        default_value = "Dakghar <dakghar@localhost>"
+    )]
+    smtp_from: String,
     #[command(flatten)]
     delivery: DeliveryArgs,
 }
@@ -295,6 +307,11 @@ async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
             archive_dir: args.archive_dir,
             ..RetentionSettings::default()
         },
+        mail: args.smtp_url.map(|smtp_url| MailSettings {
+            smtp_url,
+            from: args.smtp_from,
+            every: Duration::from_secs(10),
+        }),
     };
     let app = Application::build(config, store, clock).await?;
     tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());

@@ -2,7 +2,9 @@
 
 use std::{net::SocketAddr, path::PathBuf};
 
-use crate::{delivery::settings::DeliverySettings, retention::RetentionSettings};
+use crate::{
+    delivery::settings::DeliverySettings, mailer::MailSettings, retention::RetentionSettings,
+};
 
 /// Everything the running server needs to know about its surroundings.
 #[derive(Debug, Clone)]
@@ -18,6 +20,8 @@ pub struct ServeConfig {
     /// Resends per endpoint per minute, API and dashboard together (SPEC §5).
     pub resends_per_minute: i64,
     pub retention: RetentionSettings,
+    /// Alert emails by SMTP; without it they stay in the outbox.
+    pub mail: Option<MailSettings>,
 }
 
 impl ServeConfig {
@@ -31,6 +35,7 @@ impl ServeConfig {
             run_workers: false,
             resends_per_minute: 100,
             retention: RetentionSettings::default(),
+            mail: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! HTTP server, authentication and the command line.
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod bootstrap;
@@ -10,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod ids;
+pub mod mailer;
 pub mod metrics;
 pub mod replay;
 pub mod resend;

@@ -80,6 +80,7 @@ macro_rules! on_pool {
 }
 
 mod admin;
+mod alerts;
 mod endpoints;
 mod events;
 mod health;
@@ -88,6 +89,7 @@ mod replay;
 mod retention;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
+pub use alerts::{ExpiredSince, ExpiringSoon};
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};

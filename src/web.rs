@@ -47,6 +47,7 @@ pub struct Application {
     engine: Arc<Engine>,
     run_workers: bool,
     ctx: Arc<Ctx>,
+    mailer: Option<crate::mailer::Mailer>,
 }
 
 impl Application {
@@ -77,6 +78,12 @@ impl Application {
         let run_workers = config.run_workers;
         let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
             .map_err(|e| BuildError::Http(e.to_string()))?;
+        let mailer = config
+            .mail
+            .as_ref()
+            .map(crate::mailer::Mailer::new)
+            .transpose()
+            .map_err(BuildError::Mail)?;
         let state = AppState {
             leptos_options,
             ctx: Arc::new(Ctx {
@@ -94,6 +101,7 @@ impl Application {
             engine,
             run_workers,
             ctx,
+            mailer,
         })
     }
 
@@ -120,14 +128,39 @@ impl Application {
         let stop = tokio_util::sync::CancellationToken::new();
         let workers = self.run_workers.then(|| self.engine.spawn(stop.clone()));
         // Maintenance runs where the workers do: on worker nodes.
-        let retention = self.run_workers.then(|| {
-            crate::retention::spawn(
-                self.ctx.store.clone(),
-                self.ctx.clock.clone(),
-                self.ctx.config.retention.clone(),
-                stop.clone(),
-            )
-        });
+        let ctx = &self.ctx;
+        let jobs = if self.run_workers {
+            vec![
+                Some(crate::retention::spawn(
+                    ctx.store.clone(),
+                    ctx.clock.clone(),
+                    ctx.config.retention.clone(),
+                    stop.clone(),
+                )),
+                Some(crate::alerts::spawn(
+                    ctx.store.clone(),
+                    ctx.clock.clone(),
+                    std::time::Duration::from_secs(60),
+                    stop.clone(),
+                )),
+                self.mailer.map(|mailer| {
+                    let every = ctx
+                        .config
+                        .mail
+                        .as_ref()
+                        .map_or(std::time::Duration::from_secs(10), |m| m.every);
+                    crate::mailer::spawn(
+                        mailer,
+                        ctx.store.clone(),
+                        ctx.clock.clone(),
+                        every,
+                        stop.clone(),
+                    )
+                }),
+            ]
+        } else {
+            Vec::new()
+        };
         let stop_on_signal = stop.clone();
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(async move {
@@ -139,8 +172,8 @@ impl Application {
         if let Some(workers) = workers {
             let _ = workers.await;
         }
-        if let Some(retention) = retention {
-            let _ = retention.await;
+        for job in jobs.into_iter().flatten() {
+            let _ = job.await;
         }
         served
     }
@@ -154,6 +187,8 @@ pub enum BuildError {
     Bind(SocketAddr, io::Error),
     #[error("cannot set up the HTTP client: {0}")]
     Http(String),
+    #[error("{0}")]
+    Mail(String),
 }
 
 /// Prometheus text format; open like `/healthz`, as scrapers expect.

@@ -120,7 +120,8 @@ impl Store {
         let sql =
             "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
                    last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
-                   circuit_cooldown_ms = 0, updated_at = $1 WHERE id = $2";
+                   circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
+                   updated_at = $1 WHERE id = $2";
         on_pool!(self, |p| sqlx::query(sql)
             .bind(now.millis())
             .bind(id)

@@ -76,6 +76,10 @@ pub struct Endpoint {
     pub circuit_state: String,
     pub circuit_open_until: Option<i64>,
     pub circuit_cooldown_ms: i64,
+    /// 0, or the highest "failing" alert sent since the last success.
+    pub alert_level: i64,
+    pub alert_expiry_for: Option<i64>,
+    pub alert_summary_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -195,6 +199,9 @@ pub struct Notification {
     pub body: String,
     pub created_at: i64,
     pub sent_at: Option<i64>,
+    pub send_attempts: i64,
+    pub next_send_at: Option<i64>,
+    pub last_send_error: Option<String>,
 }
 
 /// One line of the replay audit log: who resent what, and how many.

@@ -7,6 +7,7 @@ mod helpers;
 
 mod admin_pages;
 mod admin_replay;
+mod alerts;
 mod api_client;
 mod cli;
 mod dashboard_account;
@@ -20,4 +21,5 @@ mod receiver;
 mod retention;
 mod serve_logs;
 mod signing;
+mod smtp_sink;
 mod store;

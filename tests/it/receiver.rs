@@ -65,6 +65,11 @@ impl Receiver {
         s.extend(answers.iter().map(|a| (*a, Vec::new())));
     }
 
+    /// Forgets the answers still queued: from now on, 200.
+    pub fn clear_script(&self) {
+        self.inner.script.lock().unwrap().clear();
+    }
+
     pub fn script_with_headers(&self, status: u16, headers: Vec<(&'static str, String)>) {
         self.inner
             .script

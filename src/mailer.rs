@@ -1,0 +1,119 @@
+//! Sends the notification outbox by SMTP when it is configured; without
+//! it, notifications stay in the outbox and show in the dashboard. A failed
+//! send is retried with backoff; the outbox row records why.
+
+use std::time::Duration;
+
+use lettre::{
+    message::{header::ContentType, Mailbox},
+    AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    clock::{SharedClock, Timestamp},
+    store::{Notification, Store, StoreError},
+};
+
+#[derive(Debug, Clone)]
+pub struct MailSettings {
+    /// `smtp://host:port` (plain, for a local relay), `smtp://…?tls=required`
+    /// (STARTTLS) or `smtps://user:password@host:465`.
+    pub smtp_url: String,
+    pub from: String,
+    pub every: Duration,
+}
+
+pub struct Mailer {
+    transport: AsyncSmtpTransport<Tokio1Executor>,
+    from: Mailbox,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sent {
+    pub sent: usize,
+    pub failed: usize,
+}
+
+impl Mailer {
+    /// Errors name the problem without repeating the URL (it may hold a password).
+    pub fn new(settings: &MailSettings) -> Result<Mailer, String> {
+        let transport = AsyncSmtpTransport::<Tokio1Executor>::from_url(&settings.smtp_url)
+            .map_err(|e| format!("invalid --smtp-url: {e}"))?
+            .timeout(Some(Duration::from_secs(20)))
+            .build();
+        let from = settings
+            .from
+            .parse()
+            .map_err(|e| format!("invalid --smtp-from {:?}: {e}", settings.from))?;
+        Ok(Mailer { transport, from })
+    }
+
+    /// Sends what is due; each notification to every user of its account.
+    pub async fn send_due(&self, store: &Store, now: Timestamp) -> Result<Sent, StoreError> {
+        let mut out = Sent::default();
+        for n in store.due_notifications(now, 50).await? {
+            match self.send_one(store, &n).await {
+                Ok(()) => {
+                    store.mark_sent(&n.id, now).await?;
+                    out.sent += 1;
+                }
+                Err(reason) => {
+                    let wait_min = 1i64 << n.send_attempts.clamp(0, 6);
+                    let retry_at = Timestamp(now.millis() + wait_min.min(60) * 60_000);
+                    tracing::warn!(notification = %n.id, error = %reason, "alert email not sent; will retry");
+                    store.mark_send_failed(&n.id, &reason, retry_at).await?;
+                    out.failed += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn send_one(&self, store: &Store, n: &Notification) -> Result<(), String> {
+        let emails = store
+            .account_emails(&n.account_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if emails.is_empty() {
+            return Err("the account has no users to email".into());
+        }
+        let mut message = Message::builder()
+            .from(self.from.clone())
+            .subject(n.subject.clone())
+            .header(ContentType::TEXT_PLAIN);
+        for email in emails {
+            let to: Mailbox = email
+                .parse()
+                .map_err(|e| format!("cannot email {email:?}: {e}"))?;
+            message = message.to(to);
+        }
+        let message = message.body(n.body.clone()).map_err(|e| e.to_string())?;
+        self.transport
+            .send(message)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Sends the outbox every `settings.every` until `shutdown`.
+pub fn spawn(
+    mailer: Mailer,
+    store: Store,
+    clock: SharedClock,
+    every: Duration,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Err(e) = mailer.send_due(&store, clock.now()).await {
+                tracing::error!(error = %e, "reading the outbox failed; will try again");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    })
+}

@@ -1,0 +1,159 @@
+//! What the alert job asks: which endpoints crossed a tier, and the
+//! conditional updates that make each alert fire once, on any node. Plus
+//! the outbox's sending state.
+
+use sqlx::FromRow;
+
+use super::{Endpoint, Notification, Pool, Result, Store};
+use crate::clock::Timestamp;
+
+/// An endpoint whose oldest waiting delivery gives up soon.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct ExpiringSoon {
+    pub endpoint_id: String,
+    pub oldest_give_up_at: i64,
+    pub waiting: i64,
+}
+
+/// Expirations of one endpoint not yet summarised.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct ExpiredSince {
+    pub endpoint_id: String,
+    pub expired: i64,
+    pub last_at: i64,
+}
+
+impl Store {
+    /// Endpoints failing for at least `older_than` whose tier is below `tier`.
+    pub async fn failing_below_tier(&self, tier: i64, since: Timestamp) -> Result<Vec<Endpoint>> {
+        let sql = "SELECT * FROM endpoints WHERE failing_since IS NOT NULL \
+                   AND failing_since <= $1 AND alert_level < $2 AND state <> 'disabled'";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(since.millis())
+            .bind(tier)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// Raises the tier; `true` for the one caller that did (it alerts).
+    pub async fn raise_alert_level(&self, endpoint_id: &str, tier: i64) -> Result<bool> {
+        let sql = "UPDATE endpoints SET alert_level = $1 WHERE id = $2 AND alert_level < $1";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(tier)
+            .bind(endpoint_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    pub async fn expiring_before(&self, deadline: Timestamp) -> Result<Vec<ExpiringSoon>> {
+        let sql = "SELECT endpoint_id, min(give_up_at) AS oldest_give_up_at, count(*) AS waiting \
+                   FROM deliveries WHERE state IN ('pending', 'in_flight') \
+                   GROUP BY endpoint_id HAVING min(give_up_at) <= $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, ExpiringSoon>(sql)
+            .bind(deadline.millis())
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// Records the warning about this oldest delivery; `true` if new.
+    pub async fn mark_expiry_warned(&self, endpoint_id: &str, give_up_at: i64) -> Result<bool> {
+        let sql = "UPDATE endpoints SET alert_expiry_for = $1 WHERE id = $2 \
+                   AND (alert_expiry_for IS NULL OR alert_expiry_for < $1)";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(give_up_at)
+            .bind(endpoint_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    /// Endpoints with expirations after their last summary, the latest of
+    /// which is older than `quiet_since` (the wave is over).
+    pub async fn unsummarised_expiries(&self, quiet_since: Timestamp) -> Result<Vec<ExpiredSince>> {
+        let sql = "SELECT d.endpoint_id, count(*) AS expired, max(d.finished_at) AS last_at \
+                   FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
+                   WHERE d.state = 'expired' AND d.finished_at > COALESCE(e.alert_summary_at, 0) \
+                   GROUP BY d.endpoint_id HAVING max(d.finished_at) <= $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, ExpiredSince>(sql)
+            .bind(quiet_since.millis())
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// The last `n` expirations after `after`: (event id, last status).
+    pub async fn last_expired(
+        &self,
+        endpoint_id: &str,
+        after: i64,
+        n: i64,
+    ) -> Result<Vec<(String, Option<i64>)>> {
+        let sql = "SELECT event_id, last_status FROM deliveries WHERE endpoint_id = $1 \
+                   AND state = 'expired' AND finished_at > $2 ORDER BY finished_at DESC, id DESC LIMIT $3";
+        Ok(on_pool!(self, |p| sqlx::query_as(sql)
+            .bind(endpoint_id)
+            .bind(after)
+            .bind(n)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// Moves the summary mark; `true` for the caller that moved it.
+    pub async fn mark_summarised(&self, endpoint_id: &str, up_to: i64) -> Result<bool> {
+        let sql = "UPDATE endpoints SET alert_summary_at = $1 WHERE id = $2 \
+                   AND (alert_summary_at IS NULL OR alert_summary_at < $1)";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(up_to)
+            .bind(endpoint_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
+    }
+
+    // ---- the outbox ----------------------------------------------------------
+
+    pub async fn due_notifications(&self, now: Timestamp, limit: i64) -> Result<Vec<Notification>> {
+        let sql = "SELECT * FROM notifications WHERE sent_at IS NULL \
+                   AND (next_send_at IS NULL OR next_send_at <= $1) ORDER BY created_at, id LIMIT $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
+            .bind(now.millis())
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn account_emails(&self, account_id: &str) -> Result<Vec<String>> {
+        let sql = "SELECT email FROM users WHERE account_id = $1 ORDER BY email";
+        Ok(on_pool!(self, |p| sqlx::query_scalar(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn mark_sent(&self, id: &str, now: Timestamp) -> Result<()> {
+        let sql = "UPDATE notifications SET sent_at = $1, last_send_error = NULL WHERE id = $2";
+        on_pool!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+
+    pub async fn mark_send_failed(&self, id: &str, error: &str, retry_at: Timestamp) -> Result<()> {
+        let sql = "UPDATE notifications SET send_attempts = send_attempts + 1, next_send_at = $1, \
+                   last_send_error = $2 WHERE id = $3";
+        on_pool!(self, |p| sqlx::query(sql)
+            .bind(retry_at.millis())
+            .bind(error)
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        Ok(())
+    }
+}
