@@ -15,8 +15,10 @@ WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version =
 
 .PHONY: run test build tools lint test-rust e2e e2e-deps clean
 
+# The first experience: a demo account with live traffic. `serve` is the
+# same server without the demo data (see the README).
 run: build
-	./target/release/dakghar serve
+	./target/release/dakghar demo
 
 build: tools
 	cargo leptos build --release

@@ -21,6 +21,7 @@ use crate::{
         backoff::{Backoff, Jitter},
         settings::DeliverySettings,
     },
+    demo,
     mailer::MailSettings,
     retention::RetentionSettings,
     store::{Role, Store, StoreError},
@@ -43,6 +44,9 @@ pub struct Cli {
 enum Command {
     /// Serve the dashboard and the API.
     Serve(ServeArgs),
+    /// Serve with a demo account, endpoints on a built-in flaky receiver and
+    /// a trickle of events; prints the login.
+    Demo(ServeArgs),
     /// Apply database migrations and exit.
     Migrate,
     /// Manage accounts (tenants).
@@ -247,6 +251,7 @@ async fn run(cli: Cli) -> CliResult {
             Ok(())
         }
         Command::Serve(args) => serve(args, store, clock).await,
+        Command::Demo(args) => demo(args, store, clock).await,
         Command::Account(AccountCmd::Create { name }) => {
             let name = name.trim();
             if name.is_empty() {
@@ -288,14 +293,8 @@ async fn run(cli: Cli) -> CliResult {
     }
 }
 
-async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
-    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
-        println!("First start: created an admin user. This password is shown only once.");
-        println!("  email:    {}", first.email);
-        println!("  password: {}", first.password);
-        println!("  sign in:  http://{}/login", args.listen);
-    }
-    let config = ServeConfig {
+fn serve_config(args: ServeArgs) -> ServeConfig {
+    ServeConfig {
         listen: args.listen,
         site_root: args.site_root,
         secure_cookies: args.secure_cookies,
@@ -312,7 +311,47 @@ async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
             from: args.smtp_from,
             every: Duration::from_secs(10),
         }),
-    };
+    }
+}
+
+async fn demo(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let receiver = demo::start_receiver(stop.clone()).await?;
+    let login = demo::seed(&store, &clock, &receiver).await?;
+    let mut config = serve_config(args);
+    // Seconds, not minutes, between retries: the dashboard moves while you watch.
+    config.delivery.backoff.base = Duration::from_secs(10);
+    config.delivery.backoff.cap = Duration::from_secs(120);
+    let app = Application::build(config, store.clone(), clock.clone()).await?;
+    let addr = app.local_addr();
+    let trickle = demo::trickle(
+        store,
+        clock,
+        app.engine(),
+        login.account_id,
+        Duration::from_millis(1500),
+        stop.clone(),
+    );
+    println!("Demo: events flow to three endpoints on a built-in receiver (healthy, flaky, gone).");
+    println!("  email:    {}", login.email);
+    println!("  password: {}", login.password);
+    println!("  sign in:  http://{addr}/login");
+    tracing::info!(%addr, "Dakghar (demo) is serving http://{addr}");
+    app.run_until(shutdown_signal()).await?;
+    stop.cancel();
+    let _ = trickle.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
+    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
+        println!("First start: created an admin user. This password is shown only once.");
+        println!("  email:    {}", first.email);
+        println!("  password: {}", first.password);
+        println!("  sign in:  http://{}/login", args.listen);
+    }
+    let config = serve_config(args);
     let app = Application::build(config, store, clock).await?;
     tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());
     app.run_until(shutdown_signal()).await?;

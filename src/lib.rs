@@ -10,6 +10,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod delivery;
+pub mod demo;
 pub mod ids;
 pub mod mailer;
 pub mod metrics;

@@ -305,6 +305,17 @@ impl Store {
             .await)?)
     }
 
+    pub async fn set_password(&self, user_id: &str, password_hash: &str) -> Result<()> {
+        let sql = "UPDATE users SET password_hash = $1 WHERE id = $2";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(password_hash)
+            .bind(user_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        expect_one(n)
+    }
+
     pub async fn count_users(&self) -> Result<i64> {
         let sql = "SELECT COUNT(*) FROM users";
         Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)

@@ -14,6 +14,7 @@ mod dashboard_account;
 mod dashboard_endpoints;
 mod dashboard_events;
 mod delivery;
+mod demo;
 mod engine;
 mod login;
 mod metrics;
