@@ -7,6 +7,7 @@ pub mod endpoint_url;
 pub(crate) mod endpoints;
 pub mod error;
 pub mod events;
+pub mod openapi;
 
 use axum::{
     routing::{get, post},
@@ -43,4 +44,5 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/v1/admin/replays/{id}", get(admin::get_one))
         .route("/api/v1/admin/replays/{id}/cancel", post(admin::cancel))
+        .route("/api/openapi.json", get(openapi::document))
 }

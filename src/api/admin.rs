@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use app::model::Viewer;
+use axum::response::IntoResponse;
 use axum::{
     extract::{FromRequestParts, Path, State},
     http::{request::Parts, Method, StatusCode},
     Json,
 };
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{
     caller::Caller,
@@ -66,24 +67,82 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct CriteriaIn {
+    /// `failed`, `expired` or both.
     states: Vec<String>,
+    /// Deliveries created at or after this RFC 3339 time.
     since: Option<String>,
     until: Option<String>,
     account_id: Option<String>,
     endpoint_id: Option<String>,
     #[serde(rename = "type")]
+    #[schema(rename = "type")]
     event_type: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 pub struct ReplayIn {
     criteria: CriteriaIn,
     #[serde(default)]
     dry_run: bool,
     /// How long to spread the redeliveries over, e.g. "5m" (the default).
     window: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PreviewGroupOut {
+    account_id: String,
+    account_name: String,
+    endpoint_id: String,
+    endpoint_url: String,
+    count: i64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct PreviewOut {
+    dry_run: bool,
+    total: i64,
+    groups: Vec<PreviewGroupOut>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ProgressOut {
+    pending: i64,
+    in_flight: i64,
+    delivered: i64,
+    failed: i64,
+    expired: i64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ReplayOut {
+    id: String,
+    /// `single` (a resend) or `bulk`.
+    kind: String,
+    actor: String,
+    account_id: Option<String>,
+    #[schema(value_type = Object)]
+    criteria: Value,
+    count: i64,
+    /// `running`, `cancelled`, or `done` for a resend.
+    status: String,
+    window_ms: Option<i64>,
+    created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<ProgressOut>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ReplayListOut {
+    data: Vec<ReplayOut>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CancelOut {
+    id: String,
+    status: String,
+    returned_to_dead_letter: u64,
 }
 
 fn criteria(c: CriteriaIn) -> ApiResult<ReplayCriteria> {
@@ -113,11 +172,20 @@ fn criteria(c: CriteriaIn) -> ApiResult<ReplayCriteria> {
     Ok(out)
 }
 
+#[utoipa::path(post, path = "/api/v1/admin/replays", tag = "admin",
+    summary = "Preview (dry_run) or start a bulk replay of dead letters",
+    request_body = ReplayIn,
+    responses(
+        (status = 200, description = "dry_run: what would be replayed", body = PreviewOut),
+        (status = 202, description = "Started", body = ReplayOut),
+        (status = 400, body = super::error::ErrorOut), (status = 403, body = super::error::ErrorOut),
+    ),
+    security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
     admin: Admin,
     body: Result<Json<ReplayIn>, axum::extract::rejection::JsonRejection>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<axum::response::Response> {
     let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let window = match input.window.as_deref() {
         Some(w) => humantime::parse_duration(w).map_err(|_| {
@@ -134,72 +202,86 @@ pub async fn create(
     if input.dry_run {
         let groups = ctx.store.replay_preview(&c).await?;
         let total: i64 = groups.iter().map(|g| g.count).sum();
-        let groups: Vec<Value> = groups
+        let groups = groups
             .into_iter()
-            .map(|g| {
-                json!({
-                    "account_id": g.account_id,
-                    "account_name": g.account_name,
-                    "endpoint_id": g.endpoint_id,
-                    "endpoint_url": g.endpoint_url,
-                    "count": g.count,
-                })
+            .map(|g| PreviewGroupOut {
+                account_id: g.account_id,
+                account_name: g.account_name,
+                endpoint_id: g.endpoint_id,
+                endpoint_url: g.endpoint_url,
+                count: g.count,
             })
             .collect();
-        return Ok((
-            StatusCode::OK,
-            Json(json!({ "dry_run": true, "total": total, "groups": groups })),
-        ));
+        let preview = PreviewOut {
+            dry_run: true,
+            total,
+            groups,
+        };
+        return Ok((StatusCode::OK, Json(preview)).into_response());
     }
     let started = replay::start(&ctx, &c, &admin.actor, window).await?;
-    Ok((StatusCode::ACCEPTED, Json(replay_out(&started))))
+    Ok((StatusCode::ACCEPTED, Json(replay_out(&started, None))).into_response())
 }
 
-fn replay_out(r: &Replay) -> Value {
-    json!({
-        "id": r.id,
-        "kind": r.kind,
-        "actor": r.actor,
-        "account_id": r.account_id,
-        "criteria": serde_json::from_str::<Value>(&r.criteria).unwrap_or(Value::Null),
-        "count": r.count,
-        "status": r.status,
-        "window_ms": r.window_ms,
-        "created_at": Timestamp(r.created_at).to_rfc3339(),
-    })
+fn replay_out(r: &Replay, progress: Option<ProgressOut>) -> ReplayOut {
+    ReplayOut {
+        id: r.id.clone(),
+        kind: r.kind.clone(),
+        actor: r.actor.clone(),
+        account_id: r.account_id.clone(),
+        criteria: serde_json::from_str::<Value>(&r.criteria).unwrap_or(Value::Null),
+        count: r.count,
+        status: r.status.clone(),
+        window_ms: r.window_ms,
+        created_at: Timestamp(r.created_at).to_rfc3339(),
+        progress,
+    }
 }
 
 /// The audit log: every resend and bulk replay, newest first.
-pub async fn list(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<Value>> {
+#[utoipa::path(get, path = "/api/v1/admin/replays", tag = "admin",
+    summary = "The audit log: every resend and bulk replay, newest first",
+    responses((status = 200, body = ReplayListOut), (status = 403, body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
+pub async fn list(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<ReplayListOut>> {
     let rows = state.ctx.store.replays(None, 200).await?;
-    let data: Vec<Value> = rows.iter().map(replay_out).collect();
-    Ok(Json(json!({ "data": data })))
+    let data = rows.iter().map(|r| replay_out(r, None)).collect();
+    Ok(Json(ReplayListOut { data }))
 }
 
+#[utoipa::path(get, path = "/api/v1/admin/replays/{id}", tag = "admin",
+    summary = "A replay and where its deliveries are now",
+    params(("id" = String, Path)),
+    responses((status = 200, body = ReplayOut), (status = 404, body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
 pub async fn get_one(
     State(state): State<AppState>,
     _admin: Admin,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<ReplayOut>> {
     let store = &state.ctx.store;
     let r = store.replay(&id).await.map_err(or_not_found("replay"))?;
     let p = store.replay_progress(&id).await?;
-    let mut out = replay_out(&r);
-    out["progress"] = json!({
-        "pending": p.pending,
-        "in_flight": p.in_flight,
-        "delivered": p.delivered,
-        "failed": p.failed,
-        "expired": p.expired,
-    });
-    Ok(Json(out))
+    let progress = ProgressOut {
+        pending: p.pending,
+        in_flight: p.in_flight,
+        delivered: p.delivered,
+        failed: p.failed,
+        expired: p.expired,
+    };
+    Ok(Json(replay_out(&r, Some(progress))))
 }
 
+#[utoipa::path(post, path = "/api/v1/admin/replays/{id}/cancel", tag = "admin",
+    summary = "Return what a replay has not attempted yet to the dead-letter queue",
+    params(("id" = String, Path)),
+    responses((status = 200, body = CancelOut), (status = 404, body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
 pub async fn cancel(
     State(state): State<AppState>,
     admin: Admin,
     Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Json<CancelOut>> {
     let ctx = &state.ctx;
     let reverted = ctx
         .store
@@ -207,7 +289,9 @@ pub async fn cancel(
         .await
         .map_err(or_not_found("replay"))?;
     tracing::info!(replay = %id, reverted, actor = %admin.actor, "bulk replay cancelled");
-    Ok(Json(
-        json!({ "id": id, "status": "cancelled", "returned_to_dead_letter": reverted }),
-    ))
+    Ok(Json(CancelOut {
+        id,
+        status: "cancelled".into(),
+        returned_to_dead_letter: reverted,
+    }))
 }

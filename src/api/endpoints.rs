@@ -21,7 +21,7 @@ use crate::{
 
 const MAX_EVENT_TYPES: usize = 100;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
     url: String,
@@ -33,13 +33,15 @@ pub struct EndpointIn {
     max_in_flight: Option<i64>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatchIn {
     url: Option<String>,
     description: Option<String>,
     event_types: Option<Vec<String>>,
+    /// null removes the limit; absent leaves it as it is.
     #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<i64>)]
     rate_limit_per_sec: Option<Option<i64>>,
     max_in_flight: Option<i64>,
 }
@@ -49,7 +51,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>
     Option::<i64>::deserialize(d).map(Some)
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct EndpointOut {
     id: String,
     url: String,
@@ -62,8 +64,42 @@ pub struct EndpointOut {
     circuit_state: String,
     failing_since: Option<String>,
     created_at: String,
+    /// Only when created or rotated: the signing secret, `whsec_…`.
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EndpointListOut {
+    data: Vec<EndpointOut>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HourOut {
+    hour: String,
+    delivered: i64,
+    failed: i64,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct HealthOut {
+    id: String,
+    state: String,
+    pause_reason: Option<String>,
+    circuit_state: String,
+    failing_since: Option<String>,
+    last_success_at: Option<String>,
+    attempts_24h: i64,
+    /// Delivered share of the attempts, 0 to 1; null without attempts.
+    success_rate_24h: Option<f64>,
+    attempts_7d: i64,
+    success_rate_7d: Option<f64>,
+    avg_latency_ms_24h: Option<i64>,
+    p95_latency_ms_24h: Option<i64>,
+    pending: i64,
+    in_flight: i64,
+    /// The last 24 hours, oldest first.
+    hourly: Vec<HourOut>,
 }
 
 impl EndpointOut {
@@ -123,6 +159,8 @@ pub(crate) fn url(raw: &str) -> ApiResult<String> {
         .map_err(|m| ApiError::bad_request("invalid_url", m))
 }
 
+#[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
+    request_body = EndpointIn, responses((status = 201, body = EndpointOut), (status = 400, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
@@ -145,18 +183,22 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created, true))))
 }
 
+#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints", summary = "List endpoints",
+    responses((status = 200, body = EndpointListOut)), security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<EndpointListOut>> {
     let endpoints = state.ctx.store.list_endpoints(&caller.account_id).await?;
-    let data: Vec<_> = endpoints
+    let data = endpoints
         .into_iter()
         .map(|e| EndpointOut::from(e, false))
         .collect();
-    Ok(Json(serde_json::json!({ "data": data })))
+    Ok(Json(EndpointListOut { data }))
 }
 
+#[utoipa::path(get, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "One endpoint",
+    params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -171,6 +213,9 @@ pub async fn get_one(
     Ok(Json(EndpointOut::from(e, false)))
 }
 
+#[utoipa::path(patch, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "Change an endpoint",
+    params(("id" = String, Path)), request_body = EndpointPatchIn,
+    responses((status = 200, body = EndpointOut), (status = 400, body = super::error::ErrorOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
@@ -198,6 +243,8 @@ pub async fn patch(
     Ok(Json(EndpointOut::from(e, false)))
 }
 
+#[utoipa::path(delete, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "Delete an endpoint and its deliveries",
+    params(("id" = String, Path)), responses((status = 204), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
@@ -212,6 +259,8 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(post, path = "/api/v1/endpoints/{id}/pause", tag = "endpoints", summary = "Pause: events keep queueing",
+    params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn pause(
     State(state): State<AppState>,
     caller: Caller,
@@ -232,6 +281,8 @@ pub async fn pause(
     Ok(Json(EndpointOut::from(e, false)))
 }
 
+#[utoipa::path(post, path = "/api/v1/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains",
+    params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
@@ -247,6 +298,8 @@ pub async fn resume(
     Ok(Json(EndpointOut::from(e, false)))
 }
 
+#[utoipa::path(post, path = "/api/v1/endpoints/{id}/rotate-secret", tag = "endpoints", summary = "New signing secret; the old one signs alongside for 24 h",
+    params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
     caller: Caller,
@@ -271,11 +324,13 @@ pub async fn rotate_secret(
 
 /// Success rates, latency, attempts per hour and the queue (SPEC §9): the
 /// numbers the dashboard's endpoint page shows.
+#[utoipa::path(get, path = "/api/v1/endpoints/{id}/health", tag = "endpoints", summary = "Success rates, latency, attempts per hour and the queue",
+    params(("id" = String, Path)), responses((status = 200, body = HealthOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn health(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<HealthOut>> {
     let ctx = &state.ctx;
     let e = ctx
         .store
@@ -285,32 +340,30 @@ pub async fn health(
     let now = ctx.clock.now();
     let h = ctx.store.endpoint_health(&e.id, now).await?;
     let rate = |ok: i64, all: i64| (all > 0).then(|| ok as f64 / all as f64);
-    let hourly: Vec<_> = h
-        .hourly
-        .iter()
-        .map(|(start, ok, failed)| {
-            serde_json::json!({
-                "hour": Timestamp(*start).to_rfc3339(),
-                "delivered": ok,
-                "failed": failed,
+    let at = |t: Option<i64>| t.map(|t| Timestamp(t).to_rfc3339());
+    Ok(Json(HealthOut {
+        state: e.state,
+        pause_reason: e.pause_reason,
+        circuit_state: e.circuit_state,
+        failing_since: at(e.failing_since),
+        last_success_at: at(e.last_success_at),
+        attempts_24h: h.day.attempts,
+        success_rate_24h: rate(h.day.delivered, h.day.attempts),
+        attempts_7d: h.week.attempts,
+        success_rate_7d: rate(h.week.delivered, h.week.attempts),
+        avg_latency_ms_24h: h.day.avg_ms,
+        p95_latency_ms_24h: h.p95_ms_day,
+        pending: h.pending,
+        in_flight: h.in_flight,
+        hourly: h
+            .hourly
+            .iter()
+            .map(|(start, delivered, failed)| HourOut {
+                hour: Timestamp(*start).to_rfc3339(),
+                delivered: *delivered,
+                failed: *failed,
             })
-        })
-        .collect();
-    Ok(Json(serde_json::json!({
-        "id": e.id,
-        "state": e.state,
-        "pause_reason": e.pause_reason,
-        "circuit_state": e.circuit_state,
-        "failing_since": e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
-        "last_success_at": e.last_success_at.map(|t| Timestamp(t).to_rfc3339()),
-        "attempts_24h": h.day.attempts,
-        "success_rate_24h": rate(h.day.delivered, h.day.attempts),
-        "attempts_7d": h.week.attempts,
-        "success_rate_7d": rate(h.week.delivered, h.week.attempts),
-        "avg_latency_ms_24h": h.day.avg_ms,
-        "p95_latency_ms_24h": h.p95_ms_day,
-        "pending": h.pending,
-        "in_flight": h.in_flight,
-        "hourly": hourly,
-    })))
+            .collect(),
+        id: e.id,
+    }))
 }

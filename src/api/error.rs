@@ -20,6 +20,20 @@ pub struct ApiError {
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
+/// How every API error looks on the wire (for the OpenAPI document).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorOut {
+    error: ErrorDetail,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, for programs: `invalid_url`, `not_found`, `rate_limited` …
+    code: String,
+    /// For people: what was wrong and how to fix it.
+    message: String,
+}
+
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {

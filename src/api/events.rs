@@ -27,22 +27,27 @@ use crate::{
 pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 const MAX_ID_CHARS: usize = 255;
 
-#[derive(Deserialize)]
+/// An event from a producer. `payload` is any JSON value, stored byte for byte.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[schema(as = EventIn)]
 struct EventIn<'a> {
+    /// Your id for the event; repeated ids are idempotent. Generated if absent.
     id: Option<String>,
     #[serde(rename = "type")]
+    #[schema(rename = "type")]
     event_type: Option<String>,
     #[serde(borrow)]
+    #[schema(value_type = Object)]
     payload: Option<&'a RawValue>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct IngestOut {
     id: String,
     deliveries: Vec<DeliveryRef>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct DeliveryRef {
     id: String,
     endpoint_id: String,
@@ -54,6 +59,16 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
 
 /// The body is read by hand so every failure gets a JSON error and the
 /// stored payload is byte for byte what the producer sent.
+#[utoipa::path(post, path = "/api/v1/events", tag = "events",
+    summary = "Send an event: fanned out to every subscribed endpoint",
+    params(("Idempotency-Key" = Option<String>, Header, description = "Used as the event id when the body has none")),
+    request_body = EventIn,
+    responses(
+        (status = 202, description = "Accepted (or the first result of the same id again)", body = IngestOut),
+        (status = 400, body = super::error::ErrorOut), (status = 401, body = super::error::ErrorOut),
+        (status = 413, body = super::error::ErrorOut), (status = 415, body = super::error::ErrorOut),
+    ),
+    security(("api_key" = [])))]
 pub async fn ingest(
     State(state): State<AppState>,
     caller: Caller,
@@ -161,7 +176,7 @@ fn too_large() -> ApiError {
     )
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct DeliveryOut {
     id: String,
     endpoint_id: String,
@@ -175,7 +190,7 @@ pub struct DeliveryOut {
     attempts: Option<Vec<AttemptOut>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AttemptOut {
     attempt: i64,
     started_at: String,
@@ -236,11 +251,50 @@ fn parse_cursor(raw: &str) -> ApiResult<(i64, String)> {
         .ok_or_else(|| bad("invalid_cursor", "cursor is not one this API returned"))
 }
 
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EventSummaryOut {
+    id: String,
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    event_type: String,
+    created_at: String,
+    deliveries: Vec<DeliveryOut>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EventListOut {
+    data: Vec<EventSummaryOut>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    next_cursor: Option<String>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct EventDetailOut {
+    id: String,
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    event_type: String,
+    #[schema(value_type = Object)]
+    payload: Box<RawValue>,
+    created_at: String,
+    deliveries: Vec<DeliveryOut>,
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "events",
+    summary = "List events, newest first",
+    params(
+        ("state" = Option<String>, Query, description = "pending, in_flight, delivered, failed or expired"),
+        ("type" = Option<String>, Query), ("endpoint" = Option<String>, Query),
+        ("since" = Option<String>, Query, description = "RFC 3339"), ("until" = Option<String>, Query, description = "RFC 3339"),
+        ("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100, default 25"),
+    ),
+    responses((status = 200, body = EventListOut), (status = 400, body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Query(q): Query<HashMap<String, String>>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<EventListOut>> {
     let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
     let state_filter = match get("state") {
         Some(s) if DeliveryState::parse(s).is_none() => {
@@ -273,29 +327,32 @@ pub async fn list(
         .store
         .list_events(&caller.account_id, &filter, limit)
         .await?;
-    let data: Vec<_> = page
+    let data = page
         .events
         .into_iter()
-        .map(|(e, ds)| {
-            serde_json::json!({
-                "id": e.id,
-                "type": e.event_type,
-                "created_at": Timestamp(e.created_at).to_rfc3339(),
-                "deliveries": ds.into_iter().map(|d| delivery_out(d, None)).collect::<Vec<_>>(),
-            })
+        .map(|(e, ds)| EventSummaryOut {
+            id: e.id,
+            event_type: e.event_type,
+            created_at: Timestamp(e.created_at).to_rfc3339(),
+            deliveries: ds.into_iter().map(|d| delivery_out(d, None)).collect(),
         })
         .collect();
-    let next = page.next.map(|(at, id)| format!("{at}.{id}"));
-    Ok(Json(
-        serde_json::json!({ "data": data, "next_cursor": next }),
-    ))
+    Ok(Json(EventListOut {
+        data,
+        next_cursor: page.next.map(|(at, id)| format!("{at}.{id}")),
+    }))
 }
 
+#[utoipa::path(get, path = "/api/v1/events/{id}", tag = "events",
+    summary = "One event with every delivery and its attempts",
+    params(("id" = String, Path)),
+    responses((status = 200, body = EventDetailOut), (status = 404, body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<EventDetailOut>> {
     let store = &state.ctx.store;
     let event = store
         .event(&caller.account_id, &id)
@@ -309,15 +366,24 @@ pub async fn get_one(
     let payload: Box<RawValue> =
         RawValue::from_string(String::from_utf8_lossy(&event.payload).into_owned())
             .map_err(|_| ApiError::internal())?;
-    Ok(Json(serde_json::json!({
-        "id": event.id,
-        "type": event.event_type,
-        "payload": payload,
-        "created_at": Timestamp(event.created_at).to_rfc3339(),
-        "deliveries": deliveries,
-    })))
+    Ok(Json(EventDetailOut {
+        id: event.id,
+        event_type: event.event_type,
+        payload,
+        created_at: Timestamp(event.created_at).to_rfc3339(),
+        deliveries,
+    }))
 }
 
+#[utoipa::path(post, path = "/api/v1/deliveries/{id}/resend", tag = "events",
+    summary = "Resend a finished delivery now, with a fresh retry window",
+    params(("id" = String, Path)),
+    responses(
+        (status = 202, body = DeliveryOut), (status = 404, body = super::error::ErrorOut),
+        (status = 409, description = "Still pending or in flight", body = super::error::ErrorOut),
+        (status = 429, description = "Over the per-endpoint limit; see Retry-After", body = super::error::ErrorOut),
+    ),
+    security(("api_key" = [])))]
 pub async fn resend(
     State(state): State<AppState>,
     caller: Caller,

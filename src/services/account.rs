@@ -103,5 +103,6 @@ pub fn contract(ctx: &Ctx) -> Contract {
         resends_per_minute: ctx.config.resends_per_minute,
         schedule,
         base_url: format!("http://{}", ctx.config.listen),
+        api: crate::api::openapi::operations(),
     }
 }

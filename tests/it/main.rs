@@ -18,6 +18,7 @@ mod demo;
 mod engine;
 mod login;
 mod metrics;
+mod openapi;
 mod receiver;
 mod retention;
 mod serve_logs;

@@ -36,4 +36,6 @@ pub struct Contract {
     pub schedule: Vec<(u32, String, String)>,
     /// Where this dashboard is served, for the examples.
     pub base_url: String,
+    /// The REST API's operations: (method, path, summary), from its OpenAPI document.
+    pub api: Vec<(String, String, String)>,
 }

@@ -97,6 +97,28 @@ fn ContractView(c: Contract) -> impl IntoView {
             </p>
             <pre class="code"><code>{VERIFY_PY}</code></pre>
         </section>
+        <section class="card docs">
+            <div class="card-head">
+                <h2>"REST API"</h2>
+                <a href="/api/openapi.json" data-testid="openapi-link">"OpenAPI document"</a>
+            </div>
+            <p>"JSON in and out, " <code>"Authorization: Bearer <api key>"</code> "; errors are "
+                <code>"{\"error\":{\"code\":…,\"message\":…}}"</code> "."</p>
+            <table class="table small" data-testid="api-operations">
+                <tbody>
+                    {c.api
+                        .into_iter()
+                        .map(|(method, path, summary)| view! {
+                            <tr>
+                                <td><code>{method}</code></td>
+                                <td><code>{path}</code></td>
+                                <td>{summary}</td>
+                            </tr>
+                        })
+                        .collect_view()}
+                </tbody>
+            </table>
+        </section>
     }
 }
 
