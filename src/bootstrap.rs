@@ -30,13 +30,9 @@ pub async fn first_admin(
         Err(e) => return Err(e),
     };
     let secret = ids::random_token(20);
-    let hash = {
-        let secret = secret.clone();
-        tokio::task::spawn_blocking(move || password::hash(&secret))
-            .await
-            .map_err(|e| StoreError::Config(e.to_string()))?
-            .map_err(|e| StoreError::Config(e.to_string()))?
-    };
+    let hash = password::hash_off_thread(secret.clone())
+        .await
+        .map_err(|e| StoreError::Config(e.to_string()))?;
     store
         .create_user(
             &account.id,

@@ -273,7 +273,7 @@ async fn run(cli: Cli) -> CliResult {
                 Some(p) => p,
                 None => read_password()?,
             };
-            let hash = tokio::task::spawn_blocking(move || password::hash(&password)).await??;
+            let hash = password::hash_off_thread(password).await?;
             let role = if admin { Role::Admin } else { Role::Member };
             let user = store
                 .create_user(&account.id, &email, &hash, role, clock.now())

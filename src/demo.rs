@@ -81,13 +81,9 @@ pub async fn seed(
         Err(e) => return Err(e),
     };
     let secret = ids::random_token(16);
-    let hash = {
-        let secret = secret.clone();
-        tokio::task::spawn_blocking(move || password::hash(&secret))
-            .await
-            .map_err(|e| StoreError::Config(e.to_string()))?
-            .map_err(|e| StoreError::Config(e.to_string()))?
-    };
+    let hash = password::hash_off_thread(secret.clone())
+        .await
+        .map_err(|e| StoreError::Config(e.to_string()))?;
     match store.user_by_email(EMAIL).await {
         Ok(user) => store.set_password(&user.id, &hash).await?,
         Err(StoreError::NotFound) => {

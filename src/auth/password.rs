@@ -46,6 +46,14 @@ pub fn hash(password: &str) -> Result<String, PasswordError> {
         .map_err(|e| PasswordError::Hash(e.to_string()))
 }
 
+/// `hash` on the blocking pool: argon2 takes tens of milliseconds of CPU,
+/// which must not stall the async workers.
+pub async fn hash_off_thread(password: String) -> Result<String, PasswordError> {
+    tokio::task::spawn_blocking(move || hash(&password))
+        .await
+        .map_err(|e| PasswordError::Hash(e.to_string()))?
+}
+
 /// A real hash of nothing anyone knows, verified when the email is unknown,
 /// so an unknown email costs the same time as a wrong password.
 fn dummy_hash() -> &'static str {
