@@ -71,6 +71,10 @@ struct ServeArgs {
     /// Mark the session cookie Secure: set when users reach Dakghar over https.
     #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
     secure_cookies: bool,
+    /// What this node does: `all`, `api` (dashboard and API, no workers) or
+    /// `worker` (delivery, alerts and retention; only /healthz and /metrics).
+    #[arg(long, env = "DAKGHAR_ROLE", value_enum, default_value = "all")]
+    role: NodeRole,
     /// Resends allowed per endpoint per minute (API and dashboard together).
     #[arg(long, env = "DAKGHAR_RESENDS_PER_MINUTE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     resends_per_minute: i64,
@@ -210,6 +214,13 @@ pub fn main() -> ExitCode {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum NodeRole {
+    All,
+    Api,
+    Worker,
+}
+
 /// A retention period, or none.
 #[derive(Debug, Clone, Copy)]
 struct Retention(Option<Duration>);
@@ -299,7 +310,8 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
         site_root: args.site_root,
         secure_cookies: args.secure_cookies,
         delivery: args.delivery.settings(),
-        run_workers: true,
+        run_workers: args.role != NodeRole::Api,
+        serve_api: args.role != NodeRole::Worker,
         resends_per_minute: args.resends_per_minute,
         retention: RetentionSettings {
             keep: args.retention.0,

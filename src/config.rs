@@ -17,6 +17,9 @@ pub struct ServeConfig {
     pub delivery: DeliverySettings,
     /// Run the embedded delivery workers (tests drive the engine by hand).
     pub run_workers: bool,
+    /// Serve the dashboard and the REST API; a worker-only node answers
+    /// just `/healthz` and `/metrics`.
+    pub serve_api: bool,
     /// Resends per endpoint per minute, API and dashboard together (SPEC §5).
     pub resends_per_minute: i64,
     pub retention: RetentionSettings,
@@ -33,6 +36,7 @@ impl ServeConfig {
             secure_cookies: false,
             delivery: DeliverySettings::default(),
             run_workers: false,
+            serve_api: true,
             resends_per_minute: 100,
             retention: RetentionSettings::default(),
             mail: None,

@@ -94,7 +94,14 @@ impl Application {
             }),
         };
         let ctx = Arc::clone(&state.ctx);
-        let router = router(state).layer(sessions.layer(secure));
+        let router = if ctx.config.serve_api {
+            router(state).layer(sessions.layer(secure))
+        } else {
+            Router::new()
+                .route("/healthz", get(|| async { "ok" }))
+                .route("/metrics", get(metrics_text))
+                .with_state(state)
+        };
         Ok(Application {
             listener,
             router,

@@ -108,6 +108,11 @@ impl TestDb {
         })
     }
 
+    /// The database URL (for Postgres without the test's schema).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// A second connection pool on the same database, as another node of
     /// the same installation would open.
     pub async fn another_node(&self) -> Store {

@@ -10,6 +10,7 @@ mod admin_replay;
 mod alerts;
 mod api_client;
 mod cli;
+mod cluster;
 mod dashboard_account;
 mod dashboard_endpoints;
 mod dashboard_events;
