@@ -39,7 +39,9 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
             .mark_expiry_warned(&soon.endpoint_id, soon.oldest_give_up_at)
             .await?
         {
-            let e = store.endpoint_by_id(&soon.endpoint_id).await?;
+            let Some(e) = gone_is_none(store.endpoint_by_id(&soon.endpoint_id).await)? else {
+                continue;
+            };
             let minutes = (soon.oldest_give_up_at - now.millis()).max(0) / 60_000;
             let subject = format!("Deliveries to {} are about to expire", e.url);
             let body = format!(
@@ -67,7 +69,9 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
         .unsummarised_expiries(Timestamp(now.millis() - QUIET_MS))
         .await?
     {
-        let e = store.endpoint_by_id(&wave.endpoint_id).await?;
+        let Some(e) = gone_is_none(store.endpoint_by_id(&wave.endpoint_id).await)? else {
+            continue;
+        };
         let after = e.alert_summary_at.unwrap_or(0);
         if !store.mark_summarised(&e.id, wave.last_at).await? {
             continue;
@@ -100,6 +104,15 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
         written += 1;
     }
     Ok(written)
+}
+
+/// An endpoint deleted while the pass ran has nothing left to alert about.
+fn gone_is_none(found: Result<Endpoint, StoreError>) -> Result<Option<Endpoint>, StoreError> {
+    match found {
+        Ok(e) => Ok(Some(e)),
+        Err(StoreError::NotFound) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 async fn failing_alert(

@@ -53,6 +53,13 @@ impl Mailer {
     pub async fn send_due(&self, store: &Store, now: Timestamp) -> Result<Sent, StoreError> {
         let mut out = Sent::default();
         for n in store.due_notifications(now, 50).await? {
+            // Longer than one send may take; if this node dies, another retries after it.
+            if !store
+                .claim_notification(&n.id, now, Timestamp(now.millis() + 120_000))
+                .await?
+            {
+                continue;
+            }
             match self.send_one(store, &n).await {
                 Ok(()) => {
                     store.mark_sent(&n.id, now).await?;
@@ -75,18 +82,25 @@ impl Mailer {
             .account_emails(&n.account_id)
             .await
             .map_err(|e| e.to_string())?;
-        if emails.is_empty() {
-            return Err("the account has no users to email".into());
-        }
         let mut message = Message::builder()
             .from(self.from.clone())
             .subject(n.subject.clone())
             .header(ContentType::TEXT_PLAIN);
+        let mut recipients = 0;
         for email in emails {
-            let to: Mailbox = email
-                .parse()
-                .map_err(|e| format!("cannot email {email:?}: {e}"))?;
-            message = message.to(to);
+            // One unusable address must not keep the others from their alerts.
+            match email.parse::<Mailbox>() {
+                Ok(to) => {
+                    message = message.to(to);
+                    recipients += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(notification = %n.id, error = %e, "skipping an address that cannot receive email")
+                }
+            }
+        }
+        if recipients == 0 {
+            return Err("no user of the account has a usable email address".into());
         }
         let message = message.body(n.body.clone()).map_err(|e| e.to_string())?;
         self.transport

@@ -41,6 +41,20 @@ pub fn relative(at: i64, now: i64) -> String {
     }
 }
 
+/// `value` as one URL path segment: producers choose event ids, and an id
+/// with `/`, `?`, `#` or `%` must still link to its own page.
+pub fn path_segment(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

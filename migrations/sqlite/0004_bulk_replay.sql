@@ -4,6 +4,10 @@
 ALTER TABLE deliveries ADD COLUMN replay_id TEXT;
 ALTER TABLE deliveries ADD COLUMN replay_prev_state TEXT;
 ALTER TABLE deliveries ADD COLUMN replay_from_seq BIGINT;
+ALTER TABLE deliveries ADD COLUMN replay_prev_attempts BIGINT;
+ALTER TABLE deliveries ADD COLUMN replay_prev_give_up_at BIGINT;
+ALTER TABLE deliveries ADD COLUMN replay_prev_finished_at BIGINT;
+ALTER TABLE deliveries ADD COLUMN replay_prev_error TEXT;
 CREATE INDEX deliveries_replay ON deliveries (replay_id) WHERE replay_id IS NOT NULL;
 ALTER TABLE replays ADD COLUMN status TEXT NOT NULL DEFAULT 'done';
 ALTER TABLE replays ADD COLUMN window_ms BIGINT;

@@ -219,7 +219,14 @@ pub async fn create(
         };
         return Ok((StatusCode::OK, Json(preview)).into_response());
     }
-    let started = replay::start(&ctx, &c, &admin.actor, window).await?;
+    let started = replay::start(&ctx, &c, &admin.actor, window)
+        .await
+        .map_err(|e| match e {
+            crate::store::StoreError::NotFound => {
+                ApiError::bad_request("invalid_criteria", "no account has that account_id")
+            }
+            e => e.into(),
+        })?;
     Ok((StatusCode::ACCEPTED, Json(replay_out(&started, None))).into_response())
 }
 

@@ -176,12 +176,17 @@ impl Engine {
 
     /// Wakes this node's workers whenever any node announces new work.
     async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut listener = match self.store.listen_for_work().await {
-            Ok(Some(l)) => l,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for work from other nodes; polling only");
-                return;
+        let mut listener = loop {
+            match self.store.listen_for_work().await {
+                Ok(Some(l)) => break l,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for work from other nodes yet; polling meanwhile");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                    }
+                }
             }
         };
         loop {

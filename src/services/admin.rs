@@ -116,7 +116,10 @@ pub async fn start(ctx: &Ctx, viewer: &Viewer, form: ReplayForm) -> Result<Strin
     let actor = format!("user:{}", viewer.user_id);
     let started = replay::start(ctx, &c, &actor, window)
         .await
-        .map_err(internal)?;
+        .map_err(|e| match e {
+            StoreError::NotFound => AppError::Invalid("no account has that account id".into()),
+            e => internal(e),
+        })?;
     Ok(started.id)
 }
 

@@ -57,10 +57,13 @@ impl Store {
             .await)?)
     }
 
-    /// Records the warning about this oldest delivery; `true` if new.
+    /// Records the expiry warning; `true` for the caller that should send
+    /// it. Once per failing spell: during a long outage each expiry makes the
+    /// next delivery the oldest, and warning again for each would be an
+    /// alert per event. A success clears the mark.
     pub async fn mark_expiry_warned(&self, endpoint_id: &str, give_up_at: i64) -> Result<bool> {
         let sql = "UPDATE endpoints SET alert_expiry_for = $1 WHERE id = $2 \
-                   AND (alert_expiry_for IS NULL OR alert_expiry_for < $1)";
+                   AND alert_expiry_for IS NULL";
         let n = on_pool!(self, |p| sqlx::query(sql)
             .bind(give_up_at)
             .bind(endpoint_id)
@@ -131,6 +134,26 @@ impl Store {
             .bind(account_id)
             .fetch_all(p)
             .await)?)
+    }
+
+    /// Takes one notification for sending until `until`, so that of several
+    /// nodes only one emails it; `false` if another node has it.
+    pub async fn claim_notification(
+        &self,
+        id: &str,
+        now: Timestamp,
+        until: Timestamp,
+    ) -> Result<bool> {
+        let sql = "UPDATE notifications SET next_send_at = $1 WHERE id = $2 AND sent_at IS NULL \
+                   AND (next_send_at IS NULL OR next_send_at <= $3)";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(until.millis())
+            .bind(id)
+            .bind(now.millis())
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
     }
 
     pub async fn mark_sent(&self, id: &str, now: Timestamp) -> Result<()> {

@@ -93,6 +93,9 @@ impl Store {
         retry_window: std::time::Duration,
         now: Timestamp,
     ) -> Result<(Replay, HashMap<String, i64>)> {
+        if let Some(account) = &c.account_id {
+            self.account(account).await?;
+        }
         let total: i64 = self.replay_preview(c).await?.iter().map(|g| g.count).sum();
         let id = ids::new_id(ids::REPLAY);
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
@@ -119,7 +122,9 @@ impl Store {
         );
         let reset = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
                      give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $3, \
-                     replay_id = $4, replay_prev_state = state, replay_from_seq = attempt_seq \
+                     replay_id = $4, replay_prev_state = state, replay_from_seq = attempt_seq, \
+                     replay_prev_attempts = attempts, replay_prev_give_up_at = give_up_at, \
+                     replay_prev_finished_at = finished_at, replay_prev_error = last_error \
                      WHERE id = $5 AND state IN ('failed', 'expired') RETURNING account_id";
         let give_up = now.plus(retry_window).millis();
         let mut done: i64 = 0;
@@ -215,8 +220,12 @@ impl Store {
     /// Returns the replay's deliveries that have not been attempted since it
     /// started to the dead-letter state they came from. Returns how many.
     pub async fn cancel_replay(&self, id: &str, now: Timestamp) -> Result<u64> {
-        let revert =
-            "UPDATE deliveries SET state = replay_prev_state, finished_at = $1, updated_at = $1 \
+        // Exactly as before the replay: the same dead letter, not a new one
+        // (a fresh finished_at would count as a new expiry in the alerts).
+        let revert = "UPDATE deliveries SET state = replay_prev_state, \
+                        attempts = replay_prev_attempts, give_up_at = replay_prev_give_up_at, \
+                        finished_at = COALESCE(replay_prev_finished_at, $1), last_error = replay_prev_error, \
+                        updated_at = $1 \
                       WHERE replay_id = $2 AND state = 'pending' AND attempt_seq = replay_from_seq";
         let mark = "UPDATE replays SET status = 'cancelled' WHERE id = $1 AND kind = 'bulk'";
         on_pool!(self, |p| {

@@ -36,7 +36,8 @@ impl Store {
     /// still finished, then their events if no delivery is left. One
     /// transaction per batch. Returns (deliveries, events) deleted.
     pub async fn delete_history(&self, batch: &OldHistory) -> Result<(u64, u64)> {
-        let delete_delivery = "DELETE FROM deliveries WHERE id = $1 \
+        // Unchanged since it was read (a resend in between makes it new work).
+        let delete_delivery = "DELETE FROM deliveries WHERE id = $1 AND updated_at = $2 \
                                AND state IN ('delivered', 'failed', 'expired')";
         let delete_event = "DELETE FROM events WHERE account_id = $1 AND id = $2 \
                             AND NOT EXISTS (SELECT 1 FROM deliveries d \
@@ -47,6 +48,7 @@ impl Store {
             for (d, e, _) in &batch.deliveries {
                 deliveries += sqlx::query(delete_delivery)
                     .bind(&d.id)
+                    .bind(d.updated_at)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

@@ -166,6 +166,10 @@ async fn preview_counts_per_endpoint_and_changes_nothing(store: Store) {
             json!({ "criteria": { "states": ["failed"] }, "window": "2 fortnights" }),
             "duration",
         ),
+        (
+            json!({ "criteria": { "states": ["failed"], "account_id": "acc_nope" } }),
+            "no account",
+        ),
     ] {
         let (status, err) = admin(
             &app,
@@ -327,6 +331,19 @@ async fn progress_and_cancel_put_the_rest_back(store: Store) {
     let rx = Receiver::start().await;
     dead_letters(&app, &ana, &rx, 10, json!({})).await;
 
+    let before: std::collections::HashMap<String, dakghar::store::Delivery> = {
+        let account = ana.seeded.account.id.clone();
+        let page = app
+            .store
+            .list_events(&account, &Default::default(), 100)
+            .await
+            .unwrap();
+        page.events
+            .into_iter()
+            .flat_map(|(_, ds)| ds)
+            .map(|d| (d.id.clone(), d))
+            .collect()
+    };
     let (_, replay) = admin(
         &app,
         &key,
@@ -387,6 +404,29 @@ async fn progress_and_cancel_put_the_rest_back(store: Store) {
     .await;
     assert_eq!(after["status"], "cancelled");
     assert_eq!(after["progress"]["pending"], 0);
+    let mut restored = 0;
+    for (id, was) in &before {
+        let now = app.store.delivery(id).await.unwrap();
+        if now.state() == Some(DeliveryState::Failed) {
+            assert_eq!(
+                (
+                    now.attempts,
+                    now.give_up_at,
+                    now.finished_at,
+                    &now.last_error
+                ),
+                (
+                    was.attempts,
+                    was.give_up_at,
+                    was.finished_at,
+                    &was.last_error
+                ),
+                "the same dead letter as before the replay"
+            );
+            restored += 1;
+        }
+    }
+    assert_eq!(restored as i64, pending);
 
     app.clock.advance(Duration::from_secs(600));
     assert_eq!(app.engine.tick().await.unwrap(), 0, "nothing left to send");

@@ -17,7 +17,26 @@ use crate::{api_client::Api, receiver::Receiver, smtp_sink::SmtpSink};
 on_both_backends!(
     alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery,
     the_outbox_is_emailed_and_retried_when_smtp_refuses,
+    the_expiry_warning_is_once_per_failing_spell,
 );
+
+async fn the_expiry_warning_is_once_per_failing_spell(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let id = ep["id"].as_str().unwrap();
+    let s = &api.app.store;
+    assert!(s.mark_expiry_warned(id, 1_000).await.unwrap());
+    assert!(
+        !s.mark_expiry_warned(id, 2_000).await.unwrap(),
+        "the next oldest does not warn again"
+    );
+    s.endpoint_succeeded(id, api.app.clock.now()).await.unwrap();
+    assert!(
+        s.mark_expiry_warned(id, 3_000).await.unwrap(),
+        "a new spell after a success"
+    );
+}
 
 const MIN: u64 = 60;
 

@@ -20,6 +20,7 @@ on_both_backends!(
     the_resend_limit_is_shared_with_the_api_and_answers_429,
     another_account_gets_not_found_and_changes_nothing,
     cross_site_resends_are_refused,
+    events_with_awkward_ids_link_to_their_own_page,
 );
 
 /// A signed-in customer with an API key for their own account.
@@ -507,4 +508,53 @@ async fn cross_site_resends_are_refused(store: Store) {
         .await
         .unwrap();
     assert_eq!(same_origin.status(), StatusCode::OK);
+}
+
+async fn events_with_awkward_ids_link_to_their_own_page(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    for (id, marker) in [
+        ("order/42?x=1#top", "marker-slash"),
+        ("100% done", "marker-percent"),
+    ] {
+        ana.api(
+            &app,
+            "/api/v1/events",
+            json!({ "id": id, "type": "t", "payload": { "m": marker } }),
+        )
+        .await;
+    }
+    let list = ana
+        .web
+        .get(app.url("/events"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (id, marker) in [
+        ("order/42?x=1#top", "marker-slash"),
+        ("100% done", "marker-percent"),
+    ] {
+        let encoded: String = id
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let href = format!("/events/{encoded}");
+        assert!(
+            list.contains(&format!(r#"href="{href}""#)),
+            "{href} in the list"
+        );
+        let page = ana.web.get(app.url(&href)).send().await.unwrap();
+        assert_eq!(page.status(), StatusCode::OK, "{href}");
+        let html = page.text().await.unwrap();
+        assert!(html.contains(marker), "{href} opens its own event");
+    }
 }

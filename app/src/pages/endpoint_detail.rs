@@ -89,7 +89,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
         Some(Ok(event_id)) => Some(view! {
             <p class="notice ok small" data-testid="test-sent">
                 "Test event sent: "
-                <a href=format!("/events/{event_id}")>{event_id.clone()}</a>
+                <a href=format!("/events/{}", format::path_segment(&event_id))>{event_id.clone()}</a>
             </p>
         }),
         _ => None,
@@ -130,7 +130,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                                     <li>
                                         <span class="muted small">{format::time(e.at)}</span>
                                         " "
-                                        <a href=format!("/events/{}", e.event_id)>{e.event_id.clone()}</a>
+                                        <a href=format!("/events/{}", format::path_segment(&e.event_id))>{e.event_id.clone()}</a>
                                         <div>{e.explanation.clone()}</div>
                                         {e.error.clone().map(|x| view! { <div class="muted small">{x}</div> })}
                                     </li>

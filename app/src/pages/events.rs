@@ -96,7 +96,7 @@ fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
 
 #[component]
 fn Row(row: EventRow) -> impl IntoView {
-    let href = format!("/events/{}", row.id);
+    let href = format!("/events/{}", format::path_segment(&row.id));
     view! {
         <tr data-testid="event-row">
             <td>
