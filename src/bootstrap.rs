@@ -26,14 +26,19 @@ pub async fn first_admin(
     }
     let account = match store.account_by_name(FIRST_ACCOUNT).await {
         Ok(a) => a,
-        Err(StoreError::NotFound) => store.create_account(FIRST_ACCOUNT, clock.now()).await?,
+        Err(StoreError::NotFound) => match store.create_account(FIRST_ACCOUNT, clock.now()).await {
+            Ok(a) => a,
+            // Another node created it a moment ago.
+            Err(StoreError::Conflict(_)) => store.account_by_name(FIRST_ACCOUNT).await?,
+            Err(e) => return Err(e),
+        },
         Err(e) => return Err(e),
     };
     let secret = ids::random_token(20);
     let hash = password::hash_off_thread(secret.clone())
         .await
         .map_err(|e| StoreError::Config(e.to_string()))?;
-    store
+    match store
         .create_user(
             &account.id,
             FIRST_ADMIN_EMAIL,
@@ -41,7 +46,14 @@ pub async fn first_admin(
             Role::Admin,
             clock.now(),
         )
-        .await?;
+        .await
+    {
+        Ok(_) => {}
+        // Several nodes started at once on an empty database: one of them
+        // made the admin and shows the password; the others just serve.
+        Err(StoreError::Conflict(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    }
     Ok(Some(FirstAdmin {
         email: FIRST_ADMIN_EMAIL.to_string(),
         password: secret,

@@ -101,7 +101,8 @@ pub use retention::OldHistory;
 /// than its free in-flight slots, so a saturated endpoint waits in the queue
 /// instead of holding a worker. A closed circuit has `max_in_flight` slots;
 /// an open one none until its cooldown passes, then (and while half-open)
-/// one: the single trial. Valid on both backends.
+/// one: the single trial. SQLite claims with it; Postgres has a faster
+/// form of the same rules (`postgres::claim_due`).
 const CLAIMABLE: &str = "SELECT id FROM ( \
        SELECT d.id, d.next_attempt_at, \
               row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS place, \

@@ -109,6 +109,7 @@ impl TestDb {
     }
 
     /// The database URL (for Postgres without the test's schema).
+    #[allow(dead_code)] // used by the separate cluster test binary
     pub fn url(&self) -> &str {
         &self.url
     }

@@ -10,7 +10,6 @@ mod admin_replay;
 mod alerts;
 mod api_client;
 mod cli;
-mod cluster;
 mod dashboard_account;
 mod dashboard_endpoints;
 mod dashboard_events;
