@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod delivery;
 pub mod demo;
+pub mod endpoint_actions;
 pub mod ids;
 pub mod mailer;
 pub mod metrics;

@@ -15,6 +15,7 @@ use super::{
 use crate::{
     clock::Timestamp,
     delivery::signing,
+    endpoint_actions,
     store::{Endpoint, EndpointPatch, NewEndpoint},
     web::AppState,
 };
@@ -266,16 +267,7 @@ pub async fn pause(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let ctx = &state.ctx;
-    let e = ctx
-        .store
-        .set_endpoint_state(
-            &caller.account_id,
-            &id,
-            "paused",
-            Some("paused by the customer"),
-            ctx.clock.now(),
-        )
+    let e = endpoint_actions::pause(&state.ctx, &caller.account_id, &id)
         .await
         .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, false)))
@@ -288,13 +280,9 @@ pub async fn resume(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let ctx = &state.ctx;
-    let e = ctx
-        .store
-        .resume_endpoint(&caller.account_id, &id, ctx.clock.now())
+    let e = endpoint_actions::resume(&state.ctx, &caller.account_id, &id)
         .await
         .map_err(or_not_found("endpoint"))?;
-    ctx.engine.wake().await;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -305,18 +293,7 @@ pub async fn rotate_secret(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let ctx = &state.ctx;
-    let now = ctx.clock.now();
-    let overlap = ctx.engine.settings().rotation_overlap;
-    let e = ctx
-        .store
-        .rotate_secret(
-            &caller.account_id,
-            &id,
-            &signing::new_secret(),
-            now.plus(overlap),
-            now,
-        )
+    let e = endpoint_actions::rotate_secret(&state.ctx, &caller.account_id, &id)
         .await
         .map_err(or_not_found("endpoint"))?;
     Ok(Json(EndpointOut::from(e, true)))

@@ -17,7 +17,7 @@ use crate::{
     api::endpoints::{check_limits, check_types, url},
     clock::Timestamp,
     delivery::{classify::explain, signing},
-    ids,
+    endpoint_actions, ids,
     store::{self, Endpoint, NewEndpoint, NewEvent, WindowStats},
     web::Ctx,
 };
@@ -185,42 +185,19 @@ pub async fn set_paused(
     id: &str,
     paused: bool,
 ) -> Result<(), AppError> {
-    let now = ctx.clock.now();
-    if paused {
-        ctx.store
-            .set_endpoint_state(
-                &viewer.account_id,
-                id,
-                "paused",
-                Some("paused by the customer"),
-                now,
-            )
-            .await
-            .map_err(internal)?;
+    let done = if paused {
+        endpoint_actions::pause(ctx, &viewer.account_id, id).await
     } else {
-        ctx.store
-            .resume_endpoint(&viewer.account_id, id, now)
-            .await
-            .map_err(internal)?;
-        ctx.engine.wake().await;
-    }
-    Ok(())
+        endpoint_actions::resume(ctx, &viewer.account_id, id).await
+    };
+    done.map(|_| ()).map_err(internal)
 }
 
 pub async fn rotate(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-    let now = ctx.clock.now();
-    let overlap = ctx.engine.settings().rotation_overlap;
-    ctx.store
-        .rotate_secret(
-            &viewer.account_id,
-            id,
-            &signing::new_secret(),
-            now.plus(overlap),
-            now,
-        )
+    endpoint_actions::rotate_secret(ctx, &viewer.account_id, id)
         .await
-        .map_err(internal)?;
-    Ok(())
+        .map(|_| ())
+        .map_err(internal)
 }
 
 pub async fn reveal(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<String, AppError> {

@@ -254,32 +254,6 @@ impl Store {
             .await)?)
     }
 
-    /// The replay audit log: who resent what, and how many.
-    pub async fn record_replay(
-        &self,
-        account_id: Option<&str>,
-        actor: &str,
-        kind: &str,
-        criteria: &str,
-        count: i64,
-        now: Timestamp,
-    ) -> Result<()> {
-        let sql = "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7)";
-        on_pool!(self, |p| sqlx::query(sql)
-            .bind(ids::new_id(ids::REPLAY))
-            .bind(account_id)
-            .bind(actor)
-            .bind(kind)
-            .bind(criteria)
-            .bind(count)
-            .bind(now.millis())
-            .execute(p)
-            .await
-            .map(|_| ()))?;
-        Ok(())
-    }
-
     /// The audit log, newest first: one account's, or everyone's for admins.
     pub async fn replays(&self, account_id: Option<&str>, limit: i64) -> Result<Vec<Replay>> {
         let sql = "SELECT * FROM replays WHERE ($1 IS NULL OR account_id = $1) \
