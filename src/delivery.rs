@@ -4,6 +4,7 @@
 pub mod backoff;
 pub mod classify;
 pub mod engine;
+pub mod recorder;
 pub mod request;
 pub mod retry_after;
 pub mod settings;

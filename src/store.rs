@@ -63,6 +63,8 @@ pub enum Pool {
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: Pool,
+    /// SQLite only: the one connection the delivery path writes through.
+    writer: Option<SqlitePool>,
     /// The Postgres schema this store lives in (tests get one each).
     pg_schema: Option<String>,
 }
@@ -79,8 +81,23 @@ macro_rules! on_pool {
     };
 }
 
+/// Like `on_pool!`, for the writes on the delivery path. On SQLite they
+/// queue for one connection kept for them, in order, instead of meeting at
+/// the file's write lock, where SQLite's busy handler sleeps for
+/// milliseconds at a time and latency goes with it.
+macro_rules! on_writer {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match (&$store.pool, &$store.writer) {
+            (Pool::Sqlite(_), Some($pool)) => $body,
+            (Pool::Sqlite($pool), None) => $body,
+            (Pool::Postgres($pool), _) => $body,
+        }
+    };
+}
+
 mod admin;
 mod alerts;
+mod claimed;
 mod endpoints;
 mod events;
 mod health;
@@ -90,31 +107,25 @@ mod retention;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use alerts::{ExpiredSince, ExpiringSoon};
+pub use claimed::BatchInputs;
 pub use endpoints::EndpointPatch;
 pub use events::{EventFilter, EventPage};
 pub use health::{Health, LastAttempt, WindowStats};
 pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress};
 pub use retention::OldHistory;
 
-/// The ids a claim may take ($1 = now, $3 = batch size): due `pending`
-/// deliveries of active endpoints, oldest first, and per endpoint no more
-/// than its free in-flight slots, so a saturated endpoint waits in the queue
-/// instead of holding a worker. A closed circuit has `max_in_flight` slots;
-/// an open one none until its cooldown passes, then (and while half-open)
-/// one: the single trial. SQLite claims with it; Postgres has a faster
-/// form of the same rules (`postgres::claim_due`).
-const CLAIMABLE: &str = "SELECT id FROM ( \
-       SELECT d.id, d.next_attempt_at, \
-              row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS place, \
-              CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
-                - COALESCE(busy.n, 0) AS free \
-       FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
-       LEFT JOIN (SELECT endpoint_id, count(*) AS n FROM deliveries \
-                  WHERE state = 'in_flight' GROUP BY endpoint_id) busy \
-              ON busy.endpoint_id = d.endpoint_id \
-       WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND e.state = 'active' \
-         AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
-     ) ranked WHERE place <= free ORDER BY next_attempt_at, id LIMIT $3";
+/// Each active endpoint whose circuit lets work through, with how many
+/// more deliveries it may have in flight (`free`, may be ≤ 0): a closed
+/// circuit allows `max_in_flight`, a half-open one a single trial. Both
+/// backends claim through it, in a transaction no other claim runs beside,
+/// so `max_in_flight` holds across every node. `$1` is now.
+const CLAIM_SLOTS: &str = "SELECT e.id, \
+       CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
+         - COALESCE(busy.n, 0) AS free \
+     FROM endpoints e LEFT JOIN (SELECT endpoint_id, count(*) AS n FROM deliveries \
+                                 WHERE state = 'in_flight' GROUP BY endpoint_id) busy \
+            ON busy.endpoint_id = e.id \
+     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
 
 /// Where the SQLite database lives when no URL is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
@@ -165,6 +176,15 @@ pub struct AttemptRecord {
     pub response_body: Option<Vec<u8>>,
     pub error: Option<String>,
     pub classification: String,
+}
+
+/// One finished attempt, for `Store::complete_attempts`.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub claimed: Delivery,
+    pub record: AttemptRecord,
+    pub transition: Transition,
+    pub now: Timestamp,
 }
 
 /// Where a claimed delivery goes after its attempt.
@@ -225,6 +245,9 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        if let Some(writer) = &self.writer {
+            writer.close().await;
+        }
         on_pool!(self, |p| p.close().await)
     }
 
@@ -472,7 +495,7 @@ impl Store {
         let insert_delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, \
                                state, next_attempt_at, give_up_at, created_at, updated_at) \
                                VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5) RETURNING *";
-        on_pool!(self, |p| {
+        on_writer!(self, |p| {
             let mut tx = p.begin().await?;
             let Some(event) = sqlx::query_as::<_, Event>(insert_event)
                 .bind(&new.account_id)
@@ -561,8 +584,9 @@ impl Store {
 
     // ---- the queue ---------------------------------------------------------
 
-    /// Takes up to `limit` claimable deliveries (see `CLAIMABLE`) and leases
-    /// them until `lease_until`. No two claimers ever receive the same row.
+    /// Takes up to `limit` due deliveries, within each endpoint's free
+    /// in-flight slots (see `CLAIM_SLOTS`), and leases them until
+    /// `lease_until`. No two claimers ever receive the same row.
     pub async fn claim_due(
         &self,
         now: Timestamp,
@@ -570,7 +594,10 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Delivery>> {
         let mut claimed = match &self.pool {
-            Pool::Sqlite(p) => sqlite::claim_due(p, now, lease_until, limit).await?,
+            Pool::Sqlite(p) => {
+                let p = self.writer.as_ref().unwrap_or(p);
+                sqlite::claim_due(p, now, lease_until, limit).await?
+            }
             Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
         };
         claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
@@ -586,6 +613,23 @@ impl Store {
         transition: Transition,
         now: Timestamp,
     ) -> Result<Delivery> {
+        let one = Completion {
+            claimed: claimed.clone(),
+            record: record.clone(),
+            transition,
+            now,
+        };
+        let mut answers = self.complete_attempts(std::slice::from_ref(&one)).await?;
+        answers
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::LostClaim(claimed.id.clone())))
+    }
+
+    /// Writes many attempts in one transaction (group commit; one commit
+    /// per batch is most of what makes the engine fast). Each is written
+    /// only if its claim is still held and answers for itself; an endpoint
+    /// that delivered is marked healthy once, as of its latest success.
+    pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
         let insert_attempt =
             "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
                               request_headers, response_status, response_headers, response_body, \
@@ -596,51 +640,73 @@ impl Store {
                       last_status = $5, last_response = $6, last_error = $7, finished_at = $8, \
                       updated_at = $9 \
                       WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *";
-        let (state, counted, next_at) = match transition {
-            Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
-            Transition::Retry { next_attempt_at } => {
-                (DeliveryState::Pending, 1, next_attempt_at.millis())
-            }
-            Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
-            Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
-        };
-        let finished_at = state.is_terminal().then_some(now.millis());
-        on_pool!(self, |p| {
+        let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+        on_writer!(self, |p| {
             let mut tx = p.begin().await?;
-            let updated = sqlx::query_as::<_, Delivery>(update)
-                .bind(state.as_str())
-                .bind(counted)
-                .bind(record.attempt)
-                .bind(next_at)
-                .bind(record.response_status)
-                .bind(&record.response_body)
-                .bind(&record.error)
-                .bind(finished_at)
-                .bind(now.millis())
-                .bind(&claimed.id)
-                .bind(&claimed.claim_token)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(updated) = updated else {
-                tx.rollback().await?;
-                return Err(StoreError::LostClaim(claimed.id.clone()));
-            };
-            sqlx::query(insert_attempt)
-                .bind(&claimed.id)
-                .bind(record.attempt)
-                .bind(record.started_at)
-                .bind(record.duration_ms)
-                .bind(&record.request_headers)
-                .bind(record.response_status)
-                .bind(&record.response_headers)
-                .bind(&record.response_body)
-                .bind(&record.error)
-                .bind(&record.classification)
-                .bind(&claimed.endpoint_id)
-                .execute(&mut *tx)
-                .await?;
+            let mut answers = Vec::with_capacity(batch.len());
+            for c in batch {
+                let (claimed, record) = (&c.claimed, &c.record);
+                let (state, counted, next_at) = match c.transition {
+                    Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
+                    Transition::Retry { next_attempt_at } => {
+                        (DeliveryState::Pending, 1, next_attempt_at.millis())
+                    }
+                    Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
+                    Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
+                };
+                let finished_at = state.is_terminal().then_some(c.now.millis());
+                let updated = sqlx::query_as::<_, Delivery>(update)
+                    .bind(state.as_str())
+                    .bind(counted)
+                    .bind(record.attempt)
+                    .bind(next_at)
+                    .bind(record.response_status)
+                    .bind(&record.response_body)
+                    .bind(&record.error)
+                    .bind(finished_at)
+                    .bind(c.now.millis())
+                    .bind(&claimed.id)
+                    .bind(&claimed.claim_token)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(updated) = updated else {
+                    answers.push(Err(StoreError::LostClaim(claimed.id.clone())));
+                    continue;
+                };
+                sqlx::query(insert_attempt)
+                    .bind(&claimed.id)
+                    .bind(record.attempt)
+                    .bind(record.started_at)
+                    .bind(record.duration_ms)
+                    .bind(&record.request_headers)
+                    .bind(record.response_status)
+                    .bind(&record.response_headers)
+                    .bind(&record.response_body)
+                    .bind(&record.error)
+                    .bind(&record.classification)
+                    .bind(&claimed.endpoint_id)
+                    .execute(&mut *tx)
+                    .await?;
+                if c.transition == Transition::Delivered {
+                    match healthy
+                        .iter_mut()
+                        .find(|(id, _)| *id == claimed.endpoint_id)
+                    {
+                        Some((_, at)) => *at = (*at).max(c.now),
+                        None => healthy.push((&claimed.endpoint_id, c.now)),
+                    }
+                }
+                answers.push(Ok(updated));
+            }
+            for (endpoint_id, at) in &healthy {
+                sqlx::query(endpoints::ENDPOINT_SUCCEEDED)
+                    .bind(at.millis())
+                    .bind(*endpoint_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             tx.commit().await?;
-            Ok(updated)
+            Ok(answers)
         })
     }
 
@@ -651,7 +717,7 @@ impl Store {
             "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
                    updated_at = $1, claim_token = NULL \
                    WHERE id = $2 AND state = 'in_flight' AND claim_token = $3";
-        let done = on_pool!(self, |p| sqlx::query(sql)
+        let done = on_writer!(self, |p| sqlx::query(sql)
             .bind(now.millis())
             .bind(&claimed.id)
             .bind(&claimed.claim_token)
@@ -688,7 +754,7 @@ impl Store {
     pub async fn rescue_expired_leases(&self, now: Timestamp) -> Result<u64> {
         let sql = "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
                    claim_token = NULL, updated_at = $1 WHERE state = 'in_flight' AND lease_until <= $1";
-        let done = on_pool!(self, |p| sqlx::query(sql)
+        let done = on_writer!(self, |p| sqlx::query(sql)
             .bind(now.millis())
             .execute(p)
             .await

@@ -12,13 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     classify::{classify, Verdict},
+    recorder::Recorder,
     request::{self, Outgoing, Sent},
     retry_after,
     settings::DeliverySettings,
 };
 use crate::{
     clock::{SharedClock, Timestamp},
-    store::{AttemptRecord, Delivery, Endpoint, Store, StoreError, Transition},
+    store::{AttemptRecord, Completion, Delivery, Endpoint, Event, Store, StoreError, Transition},
 };
 
 /// Runs before each request; tests use it to plant worker faults.
@@ -30,6 +31,9 @@ pub struct Engine {
     client: reqwest::Client,
     settings: DeliverySettings,
     wake: Arc<Notify>,
+    recorder: Recorder,
+    /// When this node last looked for expired leases.
+    last_rescue: Mutex<Option<Timestamp>>,
     /// Attempts under way, so shutdown can hand back what misses the grace period.
     running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
     fault_hook: Mutex<Option<FaultHook>>,
@@ -51,6 +55,8 @@ impl Engine {
     ) -> reqwest::Result<Arc<Engine>> {
         Ok(Arc::new(Engine {
             client: request::client(&settings)?,
+            recorder: Recorder::start(store.clone()),
+            last_rescue: Mutex::new(None),
             store,
             clock,
             settings,
@@ -81,23 +87,36 @@ impl Engine {
     /// and wait for the attempts. Returns how many deliveries were claimed.
     pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
         let now = self.clock.now();
-        let rescued = self.store.rescue_expired_leases(now).await?;
-        if rescued > 0 {
-            tracing::warn!(
-                rescued,
-                "returned deliveries with expired leases to pending"
-            );
-        }
+        self.rescue_now_and_then(now).await?;
         let claimed = self
             .store
             .claim_due(now, now.plus(self.settings.lease), self.settings.batch_size)
             .await?;
         let n = claimed.len();
+        let mut inputs = match self.store.batch_inputs(&claimed).await {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                for delivery in &claimed {
+                    let _ = self.store.release_claim(delivery, now).await;
+                }
+                return Err(e);
+            }
+        };
         let mut handles = Vec::with_capacity(n);
         for delivery in claimed {
+            // Deleting an endpoint deletes its deliveries: nothing to send.
+            let (Some(endpoint), Some(event)) = (
+                inputs.endpoints.get(&delivery.endpoint_id).cloned(),
+                inputs.events.remove(&delivery.id),
+            ) else {
+                continue;
+            };
             let engine = Arc::clone(self);
             let task_delivery = delivery.clone();
-            let handle = tokio::spawn(async move { engine.attempt(&task_delivery).await });
+            let handle =
+                tokio::spawn(
+                    async move { engine.attempt(&task_delivery, &endpoint, &event).await },
+                );
             self.running_set().insert(
                 delivery.id.clone(),
                 (delivery.clone(), handle.abort_handle()),
@@ -128,6 +147,26 @@ impl Engine {
 
     fn running_set(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Delivery, AbortHandle)>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Expired leases are rare (a crashed node); looking once a second is
+    /// plenty and keeps a write off every claim.
+    async fn rescue_now_and_then(&self, now: Timestamp) -> Result<(), StoreError> {
+        {
+            let mut last = self.last_rescue.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at <= now && at.until(now) < Duration::from_secs(1)) {
+                return Ok(());
+            }
+            *last = Some(now);
+        }
+        let rescued = self.store.rescue_expired_leases(now).await?;
+        if rescued > 0 {
+            tracing::warn!(
+                rescued,
+                "returned deliveries with expired leases to pending"
+            );
+        }
+        Ok(())
     }
 
     /// Runs `workers` loops until `shutdown` fires; then they stop claiming,
@@ -223,7 +262,12 @@ impl Engine {
         }
     }
 
-    async fn attempt(&self, delivery: &Delivery) -> Result<(), StoreError> {
+    async fn attempt(
+        &self,
+        delivery: &Delivery,
+        endpoint: &Endpoint,
+        event: &Event,
+    ) -> Result<(), StoreError> {
         let now = self.clock.now();
         if now.millis() >= delivery.give_up_at {
             self.store
@@ -233,7 +277,6 @@ impl Engine {
             metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(1);
             return Ok(());
         }
-        let endpoint = self.store.endpoint_by_id(&delivery.endpoint_id).await?;
         if endpoint.state != "active" {
             return self.store.release_claim(delivery, now).await;
         }
@@ -241,10 +284,9 @@ impl Engine {
             // Another worker holds the single half-open trial.
             return self.store.release_claim(delivery, now).await;
         }
-        if let Some(free_at) = self.over_rate_limit(&endpoint, now).await? {
+        if let Some(free_at) = self.over_rate_limit(endpoint, now).await? {
             return self.store.postpone_claim(delivery, free_at, now).await;
         }
-        let event = self.store.event_of(delivery).await?;
         let mut secrets = vec![endpoint.secret.as_str()];
         if let (Some(old), Some(until)) = (
             &endpoint.previous_secret,
@@ -272,7 +314,7 @@ impl Engine {
         let sent = request::send(&self.client, out, &self.settings)
             .await
             .map_err(|e| StoreError::Config(e.to_string()))?;
-        self.record(delivery, &endpoint, sent, now).await
+        self.record(delivery, endpoint, sent, now).await
     }
 
     async fn record(
@@ -306,8 +348,15 @@ impl Engine {
             error: reason,
             classification: verdict.as_str().to_string(),
         };
-        self.store
-            .complete_attempt(delivery, &record, transition, now)
+        let attempt = record.attempt;
+        let duration_ms = record.duration_ms;
+        self.recorder
+            .complete(Completion {
+                claimed: delivery.clone(),
+                record,
+                transition,
+                now,
+            })
             .await?;
         let host = url::Url::parse(&endpoint.url)
             .ok()
@@ -320,9 +369,9 @@ impl Engine {
             delivery = %delivery.id,
             endpoint = %endpoint.id,
             host = %host,
-            attempt = record.attempt,
+            attempt,
             status = %status,
-            duration_ms = record.duration_ms,
+            duration_ms,
             outcome = %verdict.as_str(),
             "attempt"
         );
@@ -388,7 +437,8 @@ impl Engine {
         now: Timestamp,
     ) -> Result<(), StoreError> {
         if verdict == Verdict::Delivered {
-            return self.store.endpoint_succeeded(&endpoint.id, now).await;
+            // Recorded with the attempt, in the same transaction.
+            return Ok(());
         }
         let updated = self
             .store

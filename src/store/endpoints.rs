@@ -14,6 +14,13 @@ pub struct EndpointPatch {
     pub max_in_flight: Option<i64>,
 }
 
+/// A 2xx: streaks reset, circuit closed, failing-since cleared. ($1 now, $2 id)
+pub(super) const ENDPOINT_SUCCEEDED: &str =
+    "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
+     last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
+     circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
+     updated_at = $1 WHERE id = $2";
+
 impl Store {
     pub async fn update_endpoint(
         &self,
@@ -117,12 +124,7 @@ impl Store {
 
     /// A 2xx: streaks reset, circuit closed, failing-since cleared.
     pub async fn endpoint_succeeded(&self, id: &str, now: Timestamp) -> Result<()> {
-        let sql =
-            "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
-                   last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
-                   circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
-                   updated_at = $1 WHERE id = $2";
-        on_pool!(self, |p| sqlx::query(sql)
+        on_writer!(self, |p| sqlx::query(ENDPOINT_SUCCEEDED)
             .bind(now.millis())
             .bind(id)
             .execute(p)
@@ -145,7 +147,7 @@ impl Store {
                    failure_streak = CASE WHEN $2 THEN failure_streak + 1 ELSE failure_streak END, \
                    failing_since = COALESCE(failing_since, $3), updated_at = $3 \
                    WHERE id = $4 RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        Ok(on_writer!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(transient)
             .bind(permanent)
             .bind(now.millis())
@@ -179,7 +181,7 @@ impl Store {
     pub async fn try_half_open(&self, id: &str, now: Timestamp) -> Result<bool> {
         let sql = "UPDATE endpoints SET circuit_state = 'half_open', updated_at = $1 \
                    WHERE id = $2 AND circuit_state = 'open' AND circuit_open_until <= $1";
-        let n = on_pool!(self, |p| sqlx::query(sql)
+        let n = on_writer!(self, |p| sqlx::query(sql)
             .bind(now.millis())
             .bind(id)
             .execute(p)
@@ -197,7 +199,7 @@ impl Store {
     ) -> Result<bool> {
         let sql = "UPDATE endpoints SET state = 'paused', pause_reason = $1, updated_at = $2 \
                    WHERE id = $3 AND state = 'active'";
-        let n = on_pool!(self, |p| sqlx::query(sql)
+        let n = on_writer!(self, |p| sqlx::query(sql)
             .bind(reason)
             .bind(now.millis())
             .bind(id)

@@ -36,22 +36,42 @@ impl Store {
         filter: &EventFilter,
         limit: i64,
     ) -> Result<EventPage> {
-        let sql = "SELECT e.* FROM events e WHERE e.account_id = $1 \
-                   AND ($2 IS NULL OR e.event_type = $2) \
+        // Shared by both forms of the query: $1 account, $2 type, $3/$4 time
+        // range, $5/$6 the cursor, $8 endpoint, $10 event id.
+        let rest = "AND ($2 IS NULL OR e.event_type = $2) \
+                    AND ($8 IS NULL OR EXISTS (SELECT 1 FROM deliveries d8 WHERE d8.account_id = e.account_id \
+                         AND d8.event_id = e.id AND d8.endpoint_id = $8)) \
+                    AND ($10 IS NULL OR e.id = $10)";
+        let sql = if filter.state.is_some() {
+            // Driven by the deliveries in that state, newest first; an event
+            // shows once, for the first of its deliveries in the state.
+            format!(
+                "SELECT e.* FROM deliveries d JOIN events e \
+                   ON e.account_id = d.account_id AND e.id = d.event_id \
+                 WHERE d.account_id = $1 AND d.state = $7 \
+                   AND ($3 IS NULL OR d.created_at >= $3) \
+                   AND ($4 IS NULL OR d.created_at < $4) \
+                   AND ($5 IS NULL OR d.created_at < $5 OR (d.created_at = $5 AND d.event_id < $6)) \
+                   AND NOT EXISTS (SELECT 1 FROM deliveries f WHERE f.account_id = d.account_id \
+                       AND f.event_id = d.event_id AND f.state = d.state AND f.id < d.id) \
+                   {rest} \
+                 ORDER BY d.created_at DESC, d.event_id DESC LIMIT $9"
+            )
+        } else {
+            format!(
+                "SELECT e.* FROM events e WHERE e.account_id = $1 \
                    AND ($3 IS NULL OR e.created_at >= $3) \
                    AND ($4 IS NULL OR e.created_at < $4) \
                    AND ($5 IS NULL OR e.created_at < $5 OR (e.created_at = $5 AND e.id < $6)) \
-                   AND ($7 IS NULL OR EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-                        AND d.event_id = e.id AND d.state = $7)) \
-                   AND ($8 IS NULL OR EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-                        AND d.event_id = e.id AND d.endpoint_id = $8)) \
-                   AND ($10 IS NULL OR e.id = $10) \
-                   ORDER BY e.created_at DESC, e.id DESC LIMIT $9";
+                   AND ($7 IS NULL) {rest} \
+                 ORDER BY e.created_at DESC, e.id DESC LIMIT $9"
+            )
+        };
         let (after_at, after_id) = match &filter.after {
             Some((at, id)) => (Some(*at), Some(id.clone())),
             None => (None, None),
         };
-        let mut events = on_pool!(self, |p| sqlx::query_as::<_, Event>(sql)
+        let mut events = on_pool!(self, |p| sqlx::query_as::<_, Event>(&sql)
             .bind(account_id)
             .bind(&filter.event_type)
             .bind(filter.since.map(Timestamp::millis))
@@ -185,7 +205,7 @@ impl Store {
             "UPDATE deliveries SET state = 'expired', claimed_at = NULL, lease_until = NULL, \
                    claim_token = NULL, last_error = $1, finished_at = $2, updated_at = $2 \
                    WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_pool!(self, |p| sqlx::query(sql)
+        let n = on_writer!(self, |p| sqlx::query(sql)
             .bind(reason)
             .bind(now.millis())
             .bind(&claimed.id)
@@ -208,7 +228,7 @@ impl Store {
             "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
                    claim_token = NULL, next_attempt_at = $1, updated_at = $2 \
                    WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_pool!(self, |p| sqlx::query(sql)
+        let n = on_writer!(self, |p| sqlx::query(sql)
             .bind(until.millis())
             .bind(now.millis())
             .bind(&claimed.id)

@@ -7,7 +7,7 @@ use sqlx::{
     PgPool,
 };
 
-use super::{parse_options, redact_url, Delivery, Pool, Result, Store, StoreError};
+use super::{parse_options, redact_url, Delivery, Pool, Result, Store, StoreError, CLAIM_SLOTS};
 use crate::clock::Timestamp;
 
 /// Connects, optionally inside `schema` (created if missing): tests get a
@@ -43,49 +43,43 @@ pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
     }
     Ok(Store {
         pool: Pool::Postgres(pool),
+        writer: None,
         pg_schema: schema.map(str::to_owned),
     })
 }
 
 /// Claims run one at a time across all nodes (a transaction-scoped advisory
-/// lock), so the per-endpoint in-flight count each claim sees is exact and
-/// `max_in_flight` holds cluster-wide. Each endpoint with free slots gives
-/// at most that many of its oldest due rows (an index walk per endpoint),
-/// so a claim costs the same with 100 or 1 M deliveries queued. The same
-/// rules as `CLAIMABLE`, which SQLite uses.
+/// lock), so the free slots each claim sees (`CLAIM_SLOTS`) are exact.
+/// Each endpoint with free slots gives at most that many of its oldest due
+/// rows (an index walk per endpoint), so a claim costs the same with 100
+/// or 1 M deliveries queued. SQLite follows the same rules in Rust.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let sql = "WITH busy AS ( \
-                 SELECT endpoint_id, count(*) AS n FROM deliveries \
-                 WHERE state = 'in_flight' GROUP BY endpoint_id), \
-               slots AS ( \
-                 SELECT e.id, CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
-                          - COALESCE(b.n, 0) AS free \
-                 FROM endpoints e LEFT JOIN busy b ON b.endpoint_id = e.id \
-                 WHERE e.state = 'active' \
-                   AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)), \
-               picked AS ( \
-                 SELECT c.id, c.next_attempt_at FROM slots s \
-                 CROSS JOIN LATERAL ( \
-                   SELECT d.id, d.next_attempt_at FROM deliveries d \
-                   WHERE d.endpoint_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= $1 \
-                   ORDER BY d.next_attempt_at, d.id LIMIT GREATEST(s.free, 0)) c \
-                 WHERE s.free > 0 \
-                 ORDER BY c.next_attempt_at, c.id LIMIT $3) \
-               UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-                 claim_token = $4, updated_at = $1 \
-               FROM picked WHERE deliveries.id = picked.id AND deliveries.state = 'pending' \
-               RETURNING deliveries.*";
+    let sql = format!(
+        "WITH slots AS ({CLAIM_SLOTS}), \
+           picked AS ( \
+             SELECT c.id, c.next_attempt_at FROM slots s \
+             CROSS JOIN LATERAL ( \
+               SELECT d.id, d.next_attempt_at FROM deliveries d \
+               WHERE d.endpoint_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= $1 \
+               ORDER BY d.next_attempt_at, d.id LIMIT GREATEST(s.free, 0)) c \
+             WHERE s.free > 0 \
+             ORDER BY c.next_attempt_at, c.id LIMIT $3) \
+         UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
+           claim_token = $4, updated_at = $1 \
+         FROM picked WHERE deliveries.id = picked.id AND deliveries.state = 'pending' \
+         RETURNING deliveries.*"
+    );
     let mut tx = pool.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))")
         .bind(CLAIM_LOCK)
         .execute(&mut *tx)
         .await?;
-    let claimed = sqlx::query_as::<_, Delivery>(sql)
+    let claimed = sqlx::query_as::<_, Delivery>(&sql)
         .bind(now.millis())
         .bind(lease_until.millis())
         .bind(limit)

@@ -28,7 +28,7 @@ impl Store {
                      window_start = excluded.window_start \
                    WHERE rate_windows.window_start <> excluded.window_start \
                       OR rate_windows.used < $3";
-        let taken = on_pool!(self, |p| sqlx::query(sql)
+        let taken = on_writer!(self, |p| sqlx::query(sql)
             .bind(key)
             .bind(start)
             .bind(limit)

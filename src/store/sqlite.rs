@@ -7,7 +7,7 @@ use sqlx::{
     SqlitePool,
 };
 
-use super::{parse_options, Delivery, Pool, Result, Store, StoreError, CLAIMABLE};
+use super::{parse_options, Delivery, Pool, Result, Store, StoreError, CLAIM_SLOTS};
 use crate::clock::Timestamp;
 
 pub async fn connect(url: &str) -> Result<Store> {
@@ -26,17 +26,25 @@ pub async fn connect(url: &str) -> Result<Store> {
         .synchronous(SqliteSynchronous::Normal)
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(true);
+    let connect_error = |e: sqlx::Error| StoreError::Connect {
+        url: display_path(&path),
+        cause: e.to_string(),
+    };
     let pool = SqlitePoolOptions::new()
         .max_connections(8)
         .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options.clone())
+        .await
+        .map_err(connect_error)?;
+    let writer = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
         .connect_with(options)
         .await
-        .map_err(|e| StoreError::Connect {
-            url: display_path(&path),
-            cause: e.to_string(),
-        })?;
+        .map_err(connect_error)?;
     Ok(Store {
         pool: Pool::Sqlite(pool),
+        writer: Some(writer),
         pg_schema: None,
     })
 }
@@ -45,25 +53,64 @@ fn display_path(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-/// One statement both picks and leases the rows, so two workers can never
-/// take the same delivery: SQLite runs writes one at a time, which also
-/// keeps the per-endpoint in-flight count exact.
+/// Picks per endpoint: each endpoint with free slots gives at most that
+/// many of its oldest due rows (a walk of its due index), the oldest of
+/// those win, and the same transaction leases them. `BEGIN IMMEDIATE`
+/// takes SQLite's one write lock first, so no other claim (from any
+/// process on the file) sees the same slots or rows. A claim costs the
+/// same with 100 or 1 M deliveries queued.
 pub(super) async fn claim_due(
     pool: &SqlitePool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let sql = format!(
-        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-           claim_token = $4, updated_at = $1 \
-         WHERE id IN ({CLAIMABLE}) RETURNING *"
+    let slots = format!(
+        "SELECT id, free FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
+           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
+             AND d.next_attempt_at <= $1)"
     );
-    Ok(sqlx::query_as::<_, Delivery>(&sql)
+    let due = "SELECT id, next_attempt_at FROM deliveries \
+               WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
+               ORDER BY next_attempt_at, id LIMIT $3";
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let open: Vec<(String, i64)> = sqlx::query_as(&slots)
+        .bind(now.millis())
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut picked: Vec<(i64, String)> = Vec::new();
+    for (endpoint_id, free) in open {
+        let rows: Vec<(String, i64)> = sqlx::query_as(due)
+            .bind(&endpoint_id)
+            .bind(now.millis())
+            .bind(free.min(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        picked.extend(rows.into_iter().map(|(id, at)| (at, id)));
+    }
+    picked.sort_unstable();
+    picked.truncate(usize::try_from(limit).unwrap_or(0));
+    if picked.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let ids = (4..4 + picked.len())
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let lease = format!(
+        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
+           claim_token = $3, updated_at = $1 \
+         WHERE state = 'pending' AND id IN ({ids}) RETURNING *"
+    );
+    let mut q = sqlx::query_as::<_, Delivery>(&lease)
         .bind(now.millis())
         .bind(lease_until.millis())
-        .bind(limit)
-        .bind(crate::ids::random_token(16))
-        .fetch_all(pool)
-        .await?)
+        .bind(crate::ids::random_token(16));
+    for (_, id) in &picked {
+        q = q.bind(id);
+    }
+    let claimed = q.fetch_all(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(claimed)
 }

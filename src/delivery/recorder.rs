@@ -1,0 +1,61 @@
+//! Group commit for attempt results: attempts that finish at about the same
+//! time share one transaction. Under load the batches grow by themselves;
+//! when idle each result is written the moment it arrives.
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::store::{Completion, Delivery, Store, StoreError};
+
+/// The most results one transaction carries.
+const MAX_BATCH: usize = 256;
+
+type Reply = oneshot::Sender<Result<Delivery, StoreError>>;
+
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    queue: mpsc::UnboundedSender<(Completion, Reply)>,
+}
+
+impl Recorder {
+    /// Starts the writer task; it ends once every `Recorder` is dropped.
+    pub fn start(store: Store) -> Recorder {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_batches(store, rx));
+        Recorder { queue }
+    }
+
+    /// Records one attempt; returns once it is committed.
+    pub async fn complete(&self, completion: Completion) -> Result<Delivery, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send((completion, reply))
+            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?
+    }
+}
+
+async fn write_batches(store: Store, mut rx: mpsc::UnboundedReceiver<(Completion, Reply)>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let (items, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
+        match store.complete_attempts(&items).await {
+            Ok(answers) => {
+                for (reply, answer) in replies.into_iter().zip(answers) {
+                    let _ = reply.send(answer);
+                }
+            }
+            Err(e) => {
+                // Nothing of the batch was written: each caller hands its
+                // claim back, as for any fault of ours.
+                let cause = e.to_string();
+                for reply in replies {
+                    let _ = reply.send(Err(StoreError::Config(format!(
+                        "recording the attempt failed: {cause}"
+                    ))));
+                }
+            }
+        }
+    }
+}
