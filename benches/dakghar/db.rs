@@ -1,0 +1,73 @@
+//! A fresh database per run: a SQLite file in a temporary directory, or a
+//! new schema on the Postgres server.
+
+use dakghar::{
+    ids,
+    store::{postgres, Store},
+};
+
+#[derive(Debug, Clone)]
+pub enum Backend {
+    Sqlite,
+    Postgres(String),
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+}
+
+pub struct BenchDb {
+    pub store: Store,
+    /// The URL a `dakghar serve` child opens, schema included.
+    pub child_url: String,
+    schema: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl BenchDb {
+    pub async fn new(backend: &Backend) -> BenchDb {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+                let store = Store::connect(Some(&url)).await.unwrap();
+                store.migrate().await.unwrap();
+                BenchDb {
+                    store,
+                    child_url: url,
+                    schema: None,
+                    _dir: Some(dir),
+                }
+            }
+            Backend::Postgres(url) => {
+                let schema = format!("bench_{}", ids::random_token(12).to_lowercase());
+                let store = postgres::connect(url, Some(&schema)).await.unwrap();
+                store.migrate().await.unwrap();
+                let sep = if url.contains('?') { '&' } else { '?' };
+                BenchDb {
+                    store,
+                    child_url: format!("{url}{sep}options[search_path]={schema}"),
+                    schema: Some((url.clone(), schema)),
+                    _dir: None,
+                }
+            }
+        }
+    }
+
+    pub async fn finish(self) {
+        self.store.close().await;
+        if let Some((url, schema)) = self.schema {
+            let admin = postgres::connect(&url, None).await.unwrap();
+            admin
+                .execute_script(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .await
+                .unwrap();
+            admin.close().await;
+        }
+    }
+}

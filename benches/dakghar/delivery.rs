@@ -1,0 +1,207 @@
+//! The engine as shipped, in a `dakghar serve` child: memory idle and
+//! with a deep queue, the burn-down rate, and open-loop latency.
+
+use std::{
+    path::Path,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use dakghar::store::DeliveryState;
+
+use crate::{
+    db::{Backend, BenchDb},
+    receiver::Receiver,
+    seed,
+    server::Server,
+    stats::{spread, Spread},
+};
+
+pub struct Figures {
+    pub idle_mib: f64,
+    pub queued_mib: f64,
+    pub in_flight_seen: usize,
+    pub burned: usize,
+    pub burn_per_sec: f64,
+    pub burn_peak_mib: f64,
+    pub latency: Vec<Latency>,
+}
+
+pub struct Latency {
+    pub load: f64,
+    pub per_sec: f64,
+    pub spread: Spread,
+    pub missing: usize,
+    pub refused: usize,
+    /// From the scheduled send to the ingest call's answer.
+    pub ingest: Spread,
+}
+
+pub async fn run(
+    backend: &Backend,
+    rx: &Receiver,
+    events: usize,
+    endpoints: usize,
+    dir: &Path,
+) -> Figures {
+    let db = BenchDb::new(backend).await;
+    let store = db.store.clone();
+    let per_endpoint = 1000_usize.div_ceil(endpoints) as i64;
+    let account = seed::account(&store, endpoints, &rx.slow_url, per_endpoint).await;
+    let key = seed::key(&store, &account).await;
+
+    // Enough claim loops (of 100) to hold 1 000 requests open.
+    let node = Server::start(&db.child_url, &["--workers", "10"], dir).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (idle_mib, _) = node.memory();
+    eprintln!("  idle RSS {idle_mib:.1} MiB; queueing {events} events");
+    rx.reset_most_open();
+    seed::queue(&store, &account.id, events, "bd").await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rx.open() < 950 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut queued_mib: f64 = 0.0;
+    for _ in 0..20 {
+        queued_mib = queued_mib.max(node.memory().0);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let in_flight_seen = rx.reset_most_open();
+    eprintln!("  {in_flight_seen} in flight at most, RSS {queued_mib:.1} MiB");
+    node.stop().await;
+
+    store
+        .execute_script(&format!(
+            "UPDATE endpoints SET url = '{}', max_in_flight = 64",
+            rx.fast_url
+        ))
+        .await
+        .unwrap();
+    let burned = store
+        .count_deliveries(DeliveryState::Pending)
+        .await
+        .unwrap() as usize;
+    let before = rx.count();
+    let start = Instant::now();
+    let node = Server::start(&db.child_url, &[], dir).await;
+    let deadline = start + Duration::from_secs(3600);
+    while rx.count() - before < burned {
+        assert!(Instant::now() < deadline, "the burn-down stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let burn_per_sec = burned as f64 / start.elapsed().as_secs_f64();
+    let (_, burn_peak_mib) = node.memory();
+    eprintln!(
+        "  burn-down: {burned} in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+
+    let mut latency = Vec::new();
+    for load in [0.1, 0.7] {
+        let per_sec = burn_per_sec * load;
+        latency.push(open_loop(rx, &node.base, &key, endpoints, per_sec, load).await);
+    }
+    node.stop().await;
+    db.finish().await;
+    Figures {
+        idle_mib,
+        queued_mib,
+        in_flight_seen,
+        burned,
+        burn_per_sec,
+        burn_peak_mib,
+        latency,
+    }
+}
+
+/// Sends events on a fixed schedule whatever the server does, and times
+/// each delivery from its event's scheduled send, so a late generator or
+/// a slow ingest shows up in the figure instead of hiding it.
+async fn open_loop(
+    rx: &Receiver,
+    base: &str,
+    key: &str,
+    endpoints: usize,
+    deliveries_per_sec: f64,
+    load: f64,
+) -> Latency {
+    let events_per_sec = (deliveries_per_sec / endpoints as f64).max(1.0);
+    let n = ((events_per_sec * 10.0) as usize).clamp(200, 20_000);
+    let gap = Duration::from_secs_f64(1.0 / events_per_sec);
+    let client = reqwest::Client::new();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let answered = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
+    rx.note_arrivals(true);
+    let tag = format!("lat{}", (load * 100.0) as u32);
+    let start = tokio::time::Instant::now() + Duration::from_millis(100);
+    let mut sends = Vec::with_capacity(n);
+    for i in 0..n {
+        let scheduled = start + gap * i as u32;
+        tokio::time::sleep_until(scheduled).await;
+        let (client, refused, answered) =
+            (client.clone(), Arc::clone(&refused), Arc::clone(&answered));
+        let url = format!("{base}/api/v1/events");
+        let body = serde_json::json!({
+            "id": format!("{tag}_{i}"),
+            "type": "invoice.paid",
+            "payload": {"n": i, "data": "x".repeat(1000)},
+        });
+        let key = key.to_string();
+        sends.push(tokio::spawn(async move {
+            let ok = client
+                .post(url)
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            answered.lock().unwrap().push(scheduled.elapsed());
+            if !ok {
+                refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for s in sends {
+        s.await.unwrap();
+    }
+    let want = n * endpoints;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let arrivals = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let arrived: usize = rx.with_arrivals(|a| a.values().map(Vec::len).sum());
+        if arrived >= want || Instant::now() > deadline {
+            break rx.take_arrivals();
+        }
+    };
+    let start = start.into_std();
+    let mut samples = Vec::with_capacity(want);
+    for (id, times) in &arrivals {
+        let Some(i) = id
+            .strip_prefix(&format!("{tag}_"))
+            .and_then(|i| i.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let scheduled = start + gap * i;
+        samples.extend(times.iter().map(|t| t.saturating_duration_since(scheduled)));
+    }
+    let missing = want.saturating_sub(samples.len());
+    let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
+    eprintln!(
+        "  latency at {:.0}% ({:.0} deliveries/s): {} samples, {missing} missing",
+        load * 100.0,
+        deliveries_per_sec,
+        samples.len()
+    );
+    Latency {
+        load,
+        per_sec: events_per_sec * endpoints as f64,
+        spread: spread(samples),
+        missing,
+        refused: refused.load(Ordering::Relaxed),
+        ingest,
+    }
+}

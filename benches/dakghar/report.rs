@@ -1,0 +1,195 @@
+//! The results table: printed, and written to bench/results/<date>-<backend>.md.
+
+use std::{fmt::Write as _, process::Command};
+
+use crate::{
+    ceiling::Http,
+    dashboard,
+    db::Backend,
+    delivery,
+    stats::{ms, Spread},
+};
+
+pub struct Run<'a> {
+    pub backend: &'a Backend,
+    pub events: usize,
+    pub endpoints: usize,
+    pub http: &'a Http,
+    pub db_ingest: f64,
+    pub db_per_sec: f64,
+    pub delivery: &'a delivery::Figures,
+    pub dashboard: &'a dashboard::Figures,
+}
+
+fn yes(met: bool) -> &'static str {
+    if met {
+        "yes"
+    } else {
+        "**no**"
+    }
+}
+
+fn spread_ms(s: &Spread) -> String {
+    format!(
+        "p50 {:.2} · p95 {:.2} · p99 {:.2} · max {:.2} ms",
+        ms(s.p50),
+        ms(s.p95),
+        ms(s.p99),
+        ms(s.max)
+    )
+}
+
+pub fn render(r: &Run) -> String {
+    let mut o = String::new();
+    let backend = r.backend.name();
+    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+    let _ = writeln!(o, "# Dakghar benchmark: {backend}, {date}\n");
+    let _ = writeln!(
+        o,
+        "{}, commit {}. Burn-down of {} events × {} endpoints.\n",
+        machine(),
+        commit(),
+        r.events,
+        r.endpoints
+    );
+    let ceiling = 1.0 / (1.0 / r.http.per_sec + 1.0 / r.db_per_sec);
+    let _ = writeln!(o, "## Ceilings (this machine, this run)\n");
+    let _ = writeln!(o, "| Ceiling | Value | How |\n|---|---|---|");
+    let _ = writeln!(
+        o,
+        "| B_http | {:.0} requests/s | reqwest, keep-alive, 64 in flight, 1 KB POST, receiver answers 204 |",
+        r.http.per_sec
+    );
+    let _ = writeln!(
+        o,
+        "| B_http latency | {} | the same, one request at a time |",
+        spread_ms(&r.http.latency)
+    );
+    let _ = writeln!(
+        o,
+        "| B_db | {:.0} deliveries/s | Dakghar's store calls per delivery, no HTTP: ingest, claim (4 loops of 100), the batch's endpoints and events, attempts and endpoint health in one transaction per batch |",
+        r.db_per_sec
+    );
+    let _ = writeln!(
+        o,
+        "| B_db ingest alone | {:.0} events/s | 16 producers through the store, {} deliveries each |",
+        r.db_ingest, r.endpoints
+    );
+    let _ = writeln!(
+        o,
+        "| Combined ceiling | {ceiling:.0} deliveries/s | 1 / (1/B_http + 1/B_db) |\n"
+    );
+
+    let d = r.delivery;
+    let _ = writeln!(o, "## Dakghar\n");
+    let _ = writeln!(
+        o,
+        "| Figure | Value | Ratio | Goal | Met |\n|---|---|---|---|---|"
+    );
+    let _ = writeln!(
+        o,
+        "| Burn-down ({} queued) | {:.0} deliveries/s | {:.2} × ceiling · {:.2} × B_http · {:.2} × B_db | ≥ 0.70 × ceiling | {} |",
+        d.burned,
+        d.burn_per_sec,
+        d.burn_per_sec / ceiling,
+        d.burn_per_sec / r.http.per_sec,
+        d.burn_per_sec / r.db_per_sec,
+        yes(d.burn_per_sec >= 0.7 * ceiling)
+    );
+    let slack_ms = match r.backend {
+        Backend::Sqlite => 1.0,
+        Backend::Postgres(_) => 3.0,
+    };
+    for l in &d.latency {
+        let over = ms(l.spread.p50) - ms(r.http.latency.p50);
+        let goal = l.load < 0.5;
+        let note = if l.missing + l.refused > 0 {
+            format!(" ({} missing, {} refused)", l.missing, l.refused)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "| Latency at {:.0} % load ({:.0} deliveries/s, open loop){note} | {} | p50 = B_http p50 + {over:.2} ms | {} | {} |",
+            l.load * 100.0,
+            l.per_sec,
+            spread_ms(&l.spread),
+            if goal {
+                format!("p50 ≤ B_http p50 + {slack_ms} ms, p99 ≤ 15 ms")
+            } else {
+                "none".into()
+            },
+            if goal {
+                yes(over <= slack_ms && ms(l.spread.p99) <= 15.0 && l.missing == 0)
+            } else {
+                "–"
+            }
+        );
+    }
+    for l in &d.latency {
+        let _ = writeln!(
+            o,
+            "| Ingest call at {:.0} % load (scheduled send to answer) | {} | | | |",
+            l.load * 100.0,
+            spread_ms(&l.ingest)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "| RSS idle | {:.1} MiB | | ≤ 32 MiB | {} |",
+        d.idle_mib,
+        yes(d.idle_mib <= 32.0)
+    );
+    let _ = writeln!(
+        o,
+        "| RSS, {} queued, {} in flight | {:.1} MiB | | ≤ 128 MiB | {} |",
+        r.events * r.endpoints,
+        d.in_flight_seen,
+        d.queued_mib,
+        yes(d.queued_mib <= 128.0)
+    );
+    let _ = writeln!(
+        o,
+        "| Peak RSS over the burn-down | {:.1} MiB | | | |",
+        d.burn_peak_mib
+    );
+    for (name, s) in &r.dashboard.pages {
+        let limit = if name.contains("detail") { 20.0 } else { 50.0 };
+        let _ = writeln!(
+            o,
+            "| Dashboard: {name} (1 M deliveries) | {} | | p95 ≤ {limit} ms | {} |",
+            spread_ms(s),
+            yes(ms(s.p95) <= limit)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nDashboard pages are timed over HTTP as a signed-in customer (query and server render), 200 requests each after 20 warm-ups; the million rows took {:.0} s to load.",
+        r.dashboard.seed_secs
+    );
+    o
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
+
+fn commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}

@@ -1,0 +1,98 @@
+//! A real `dakghar serve` process, so memory is the server's own and the
+//! engine runs exactly as shipped.
+
+use std::{
+    net::TcpListener,
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+}
+
+impl Server {
+    /// Starts a node on a free port and waits until it answers.
+    pub async fn start(db_url: &str, extra: &[&str], log_dir: &Path) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_dir.join("server.log"))
+            .unwrap();
+        let child = Command::new(BIN)
+            .args(["serve", "--listen", &listen, "--retention", "off"])
+            .args(extra)
+            .env_remove("DATABASE_URL")
+            .env("DAKGHAR_DATABASE_URL", db_url)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start dakghar serve");
+        let server = Server {
+            child,
+            base: format!("http://{listen}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let client = reqwest::Client::new();
+        loop {
+            let up = client
+                .get(format!("{}/healthz", server.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if up {
+                return server;
+            }
+            assert!(Instant::now() < deadline, "the server did not come up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Resident and peak resident memory, in MiB, from /proc.
+    pub fn memory(&self) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// SIGTERM, then waits for the graceful exit.
+    pub async fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
