@@ -36,6 +36,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "DAKGHAR_DATABASE_URL")]
     database_url: Option<String>,
 
+    /// Database connections this process may open. On Postgres, size the
+    /// server for every node's pool plus one listener each.
+    #[arg(long, global = true, env = "DAKGHAR_DATABASE_POOL", default_value_t = crate::store::DEFAULT_POOL, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    database_pool: u32,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -253,7 +258,7 @@ async fn run(cli: Cli) -> CliResult {
     let url = cli
         .database_url
         .or_else(|| std::env::var("DATABASE_URL").ok());
-    let store = Store::connect(url.as_deref()).await?;
+    let store = Store::connect_pooled(url.as_deref(), cli.database_pool).await?;
     store.migrate().await?;
     let clock: SharedClock = Arc::new(SystemClock);
     match cli.command {

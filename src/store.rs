@@ -121,11 +121,13 @@ pub use retention::OldHistory;
 /// so `max_in_flight` holds across every node. `$1` is now.
 const CLAIM_SLOTS: &str = "SELECT e.id, \
        CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
-         - COALESCE(busy.n, 0) AS free \
-     FROM endpoints e LEFT JOIN (SELECT endpoint_id, count(*) AS n FROM deliveries \
-                                 WHERE state = 'in_flight' GROUP BY endpoint_id) busy \
-            ON busy.endpoint_id = e.id \
+         - (SELECT count(*) FROM deliveries b \
+            WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free \
+     FROM endpoints e \
      WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
+
+/// Connections per process unless `--database-pool` says otherwise.
+pub const DEFAULT_POOL: u32 = 16;
 
 /// Where the SQLite database lives when no URL is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
@@ -199,6 +201,12 @@ pub enum Transition {
 impl Store {
     /// Opens the database named by `url`; `None` means the embedded SQLite file.
     pub async fn connect(url: Option<&str>) -> Result<Store> {
+        Store::connect_pooled(url, DEFAULT_POOL).await
+    }
+
+    /// Like `connect`, with at most `max_connections` open (on SQLite: the
+    /// readers; the delivery path's writer is one more).
+    pub async fn connect_pooled(url: Option<&str>, max_connections: u32) -> Result<Store> {
         let url = url
             .map(str::trim)
             .filter(|u| !u.is_empty())
@@ -206,8 +214,10 @@ impl Store {
             .unwrap_or_else(|| format!("sqlite://{DEFAULT_SQLITE_PATH}"));
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
-            "sqlite" => sqlite::connect(&url).await,
-            "postgres" | "postgresql" => postgres::connect(&url, None).await,
+            "sqlite" => sqlite::connect(&url, max_connections).await,
+            "postgres" | "postgresql" => {
+                postgres::connect_pooled(&url, None, max_connections).await
+            }
             other => Err(StoreError::Config(format!(
                 "unsupported database URL scheme '{other}' (use sqlite://PATH or postgres://…)"
             ))),
@@ -595,8 +605,8 @@ impl Store {
     ) -> Result<Vec<Delivery>> {
         let mut claimed = match &self.pool {
             Pool::Sqlite(p) => {
-                let p = self.writer.as_ref().unwrap_or(p);
-                sqlite::claim_due(p, now, lease_until, limit).await?
+                let writer = self.writer.as_ref().unwrap_or(p);
+                sqlite::claim_due(p, writer, now, lease_until, limit).await?
             }
             Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
         };

@@ -11,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::{extract::State, http::HeaderMap, http::StatusCode, Router};
+use axum::{extract::State, http::HeaderMap, http::StatusCode, serve::ListenerExt, Router};
 
 #[derive(Default)]
 struct Inner {
@@ -43,6 +43,9 @@ impl Receiver {
             .await
             .expect("bind the receiver");
         let addr = listener.local_addr().expect("receiver address");
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move { axum::serve(listener, app).await });
         Receiver {
             fast_url: format!("http://{addr}/hook"),

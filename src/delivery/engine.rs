@@ -73,7 +73,10 @@ impl Engine {
     /// Wakes idle workers here and on every other node: new work arrived,
     /// do not wait for the poll.
     pub async fn wake(&self) {
-        self.wake.notify_waiters();
+        // One worker per wake: a new event is one delivery or a few, and
+        // every extra worker woken spends a claim transaction finding
+        // nothing. A worker that claims something looks again at once.
+        self.wake.notify_one();
         if let Err(e) = self.store.announce_work().await {
             tracing::warn!(error = %e, "could not announce new work to other nodes; they will poll");
         }
@@ -233,7 +236,7 @@ impl Engine {
                 _ = shutdown.cancelled() => return,
                 // recv reconnects by itself after a dropped connection.
                 got = listener.recv() => match got {
-                    Ok(_) => self.wake.notify_waiters(),
+                    Ok(_) => self.wake.notify_one(),
                     Err(e) => {
                         tracing::warn!(error = %e, "listening for work failed; retrying");
                         tokio::select! {

@@ -36,36 +36,49 @@ impl Store {
         filter: &EventFilter,
         limit: i64,
     ) -> Result<EventPage> {
-        // Shared by both forms of the query: $1 account, $2 type, $3/$4 time
-        // range, $5/$6 the cursor, $8 endpoint, $10 event id.
-        let rest = "AND ($2 IS NULL OR e.event_type = $2) \
-                    AND ($8 IS NULL OR EXISTS (SELECT 1 FROM deliveries d8 WHERE d8.account_id = e.account_id \
-                         AND d8.event_id = e.id AND d8.endpoint_id = $8)) \
-                    AND ($10 IS NULL OR e.id = $10)";
-        let sql = if filter.state.is_some() {
-            // Driven by the deliveries in that state, newest first; an event
-            // shows once, for the first of its deliveries in the state.
-            format!(
-                "SELECT e.* FROM deliveries d JOIN events e \
-                   ON e.account_id = d.account_id AND e.id = d.event_id \
-                 WHERE d.account_id = $1 AND d.state = $7 \
-                   AND ($3 IS NULL OR d.created_at >= $3) \
-                   AND ($4 IS NULL OR d.created_at < $4) \
-                   AND ($5 IS NULL OR d.created_at < $5 OR (d.created_at = $5 AND d.event_id < $6)) \
+        // $1 account, $2 type, $3/$4 time range, $5/$6 the cursor, $7 state,
+        // $8 endpoint, $10 event id. The endpoint test is a scalar probe of
+        // the (account, event, endpoint) key: as EXISTS, Postgres may hash
+        // every delivery of the endpoint first.
+        let endpoint_probe = "AND ($8 IS NULL OR (SELECT 1 FROM deliveries d8 \
+                                WHERE d8.account_id = e.account_id AND d8.event_id = e.id \
+                                  AND d8.endpoint_id = $8) = 1)";
+        let rest = "AND ($2 IS NULL OR e.event_type = $2) AND ($10 IS NULL OR e.id = $10)";
+        // A filter on the deliveries walks their index newest first and stops
+        // after a page, so a filter matching little or nothing is a probe,
+        // not a walk over every event. Deliveries share their event's
+        // created_at, so the cursor is the same.
+        let by_delivery = "SELECT e.* FROM deliveries d JOIN events e \
+                             ON e.account_id = d.account_id AND e.id = d.event_id \
+                           WHERE d.account_id = $1 \
+                             AND ($3 IS NULL OR d.created_at >= $3) \
+                             AND ($4 IS NULL OR d.created_at < $4) \
+                             AND ($5 IS NULL OR d.created_at < $5 \
+                                  OR (d.created_at = $5 AND d.event_id < $6))";
+        let sql = match (&filter.state, &filter.endpoint_id) {
+            // An event shows once, for the first of its deliveries in the
+            // state (the probe names every column of the index: a seek).
+            (Some(_), _) => format!(
+                "{by_delivery} AND d.state = $7 \
                    AND NOT EXISTS (SELECT 1 FROM deliveries f WHERE f.account_id = d.account_id \
-                       AND f.event_id = d.event_id AND f.state = d.state AND f.id < d.id) \
-                   {rest} \
+                       AND f.state = d.state AND f.created_at = d.created_at \
+                       AND f.event_id = d.event_id AND f.id < d.id) \
+                   {endpoint_probe} {rest} \
                  ORDER BY d.created_at DESC, d.event_id DESC LIMIT $9"
-            )
-        } else {
-            format!(
+            ),
+            // One delivery per event and endpoint: no duplicates to drop.
+            (None, Some(_)) => format!(
+                "{by_delivery} AND d.endpoint_id = $8 AND ($7 IS NULL) {rest} \
+                 ORDER BY d.created_at DESC, d.event_id DESC LIMIT $9"
+            ),
+            (None, None) => format!(
                 "SELECT e.* FROM events e WHERE e.account_id = $1 \
                    AND ($3 IS NULL OR e.created_at >= $3) \
                    AND ($4 IS NULL OR e.created_at < $4) \
                    AND ($5 IS NULL OR e.created_at < $5 OR (e.created_at = $5 AND e.id < $6)) \
-                   AND ($7 IS NULL) {rest} \
+                   AND ($7 IS NULL) AND ($8 IS NULL) {rest} \
                  ORDER BY e.created_at DESC, e.id DESC LIMIT $9"
-            )
+            ),
         };
         let (after_at, after_id) = match &filter.after {
             Some((at, id)) => (Some(*at), Some(id.clone())),

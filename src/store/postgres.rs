@@ -13,6 +13,14 @@ use crate::clock::Timestamp;
 /// Connects, optionally inside `schema` (created if missing): tests get a
 /// fresh schema each, so they need no CREATE DATABASE privilege.
 pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
+    connect_pooled(url, schema, super::DEFAULT_POOL).await
+}
+
+pub async fn connect_pooled(
+    url: &str,
+    schema: Option<&str>,
+    max_connections: u32,
+) -> Result<Store> {
     let mut options: PgConnectOptions = parse_options(url)?;
     if let Some(schema) = schema {
         if !schema
@@ -30,7 +38,7 @@ pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
         cause: e.to_string(),
     };
     let pool = PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)
         .await

@@ -10,7 +10,7 @@ use sqlx::{
 use super::{parse_options, Delivery, Pool, Result, Store, StoreError, CLAIM_SLOTS};
 use crate::clock::Timestamp;
 
-pub async fn connect(url: &str) -> Result<Store> {
+pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     let options: SqliteConnectOptions = parse_options(url)?;
     let path = options.get_filename().to_path_buf();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -31,7 +31,7 @@ pub async fn connect(url: &str) -> Result<Store> {
         cause: e.to_string(),
     };
     let pool = SqlitePoolOptions::new()
-        .max_connections(8)
+        .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options.clone())
         .await
@@ -60,6 +60,7 @@ fn display_path(path: &Path) -> String {
 /// process on the file) sees the same slots or rows. A claim costs the
 /// same with 100 or 1 M deliveries queued.
 pub(super) async fn claim_due(
+    reader: &SqlitePool,
     pool: &SqlitePool,
     now: Timestamp,
     lease_until: Timestamp,
@@ -73,6 +74,16 @@ pub(super) async fn claim_due(
     let due = "SELECT id, next_attempt_at FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
+    // Most polls find nothing due: find that out without the write lock.
+    let any = format!("{slots} LIMIT 1");
+    if sqlx::query(&any)
+        .bind(now.millis())
+        .fetch_optional(reader)
+        .await?
+        .is_none()
+    {
+        return Ok(Vec::new());
+    }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let open: Vec<(String, i64)> = sqlx::query_as(&slots)
         .bind(now.millis())

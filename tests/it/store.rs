@@ -21,6 +21,7 @@ on_both_backends!(
     deliveries_move_through_their_states,
     expired_leases_are_rescued_without_counting_an_attempt,
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
+    each_filter_form_lists_an_event_once_and_pages_in_order,
 );
 
 const WINDOW: Duration = Duration::from_secs(72 * 3600);
@@ -779,4 +780,97 @@ async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: St
     let page = store.list_events(&acc.id, &only_b, 10).await.unwrap();
     let ids: Vec<_> = page.events.iter().map(|(e, _)| e.id.as_str()).collect();
     assert_eq!(ids, vec!["e3", "e1"]);
+}
+
+/// Every page of `filter`, two at a time, as event ids.
+async fn all_pages(
+    store: &Store,
+    account_id: &str,
+    mut filter: dakghar::store::EventFilter,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    loop {
+        let page = store.list_events(account_id, &filter, 2).await.unwrap();
+        ids.extend(page.events.iter().map(|(e, _)| e.id.clone()));
+        match page.next {
+            Some(next) => filter.after = Some(next),
+            None => return ids,
+        }
+    }
+}
+
+/// The list has three query forms (by events; by deliveries in a state; by
+/// an endpoint's deliveries); each must page newest first through the same
+/// cursor, and an event with several deliveries in the state shows once.
+async fn each_filter_form_lists_an_event_once_and_pages_in_order(store: Store) {
+    use dakghar::store::EventFilter;
+    let clock = TestClock::at(Timestamp(1_700_000_000_000));
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    let a = store
+        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .await
+        .unwrap();
+    let b = store
+        .create_endpoint(
+            endpoint(&acc.id, "https://b.example/", &["two"]),
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    // Two events share a millisecond, so the id breaks the tie.
+    for (i, ty) in ["one", "two", "two", "one", "two"].iter().enumerate() {
+        if i != 2 {
+            clock.advance(Duration::from_secs(1));
+        }
+        store
+            .insert_event(
+                event(&acc.id, &format!("e{i}"), ty),
+                clock.now(),
+                clock.now().plus(WINDOW),
+            )
+            .await
+            .unwrap();
+    }
+    let newest_first = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+
+    let everything = all_pages(&store, &acc.id, EventFilter::default()).await;
+    assert_eq!(everything, newest_first(&["e4", "e3", "e2", "e1", "e0"]));
+
+    // Every delivery is pending; events of type two have two pending ones.
+    let pending = EventFilter {
+        state: Some("pending".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        all_pages(&store, &acc.id, pending.clone()).await,
+        everything
+    );
+    let failed = EventFilter {
+        state: Some("failed".into()),
+        ..EventFilter::default()
+    };
+    assert!(all_pages(&store, &acc.id, failed).await.is_empty());
+
+    let to_b = EventFilter {
+        endpoint_id: Some(b.id.clone()),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        all_pages(&store, &acc.id, to_b).await,
+        newest_first(&["e4", "e2", "e1"])
+    );
+    let pending_to_a_of_type_two = EventFilter {
+        endpoint_id: Some(a.id.clone()),
+        event_type: Some("two".into()),
+        ..pending
+    };
+    assert_eq!(
+        all_pages(&store, &acc.id, pending_to_a_of_type_two).await,
+        newest_first(&["e4", "e2", "e1"])
+    );
+    let someone_elses = EventFilter {
+        endpoint_id: Some("ep_not_ours".into()),
+        ..EventFilter::default()
+    };
+    assert!(all_pages(&store, &acc.id, someone_elses).await.is_empty());
 }
