@@ -189,6 +189,35 @@ pub struct Completion {
     pub now: Timestamp,
 }
 
+/// The delivery row a completion leaves behind.
+pub(crate) struct Outcome {
+    pub state: DeliveryState,
+    /// Failed attempts to add (a success does not count).
+    pub counted: i64,
+    pub next_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+impl Completion {
+    pub(crate) fn outcome(&self) -> Outcome {
+        let claimed = &self.claimed;
+        let (state, counted, next_at) = match self.transition {
+            Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
+            Transition::Retry { next_attempt_at } => {
+                (DeliveryState::Pending, 1, next_attempt_at.millis())
+            }
+            Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
+            Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
+        };
+        Outcome {
+            state,
+            counted,
+            next_at,
+            finished_at: state.is_terminal().then_some(self.now.millis()),
+        }
+    }
+}
+
 /// Where a claimed delivery goes after its attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transition {
@@ -650,21 +679,21 @@ impl Store {
                       last_status = $5, last_response = $6, last_error = $7, finished_at = $8, \
                       updated_at = $9 \
                       WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *";
+        if let Pool::Postgres(p) = &self.pool {
+            return postgres::complete_attempts(p, batch).await;
+        }
         let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
         on_writer!(self, |p| {
             let mut tx = p.begin().await?;
             let mut answers = Vec::with_capacity(batch.len());
             for c in batch {
                 let (claimed, record) = (&c.claimed, &c.record);
-                let (state, counted, next_at) = match c.transition {
-                    Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
-                    Transition::Retry { next_attempt_at } => {
-                        (DeliveryState::Pending, 1, next_attempt_at.millis())
-                    }
-                    Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
-                    Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
-                };
-                let finished_at = state.is_terminal().then_some(c.now.millis());
+                let Outcome {
+                    state,
+                    counted,
+                    next_at,
+                    finished_at,
+                } = c.outcome();
                 let updated = sqlx::query_as::<_, Delivery>(update)
                     .bind(state.as_str())
                     .bind(counted)

@@ -38,6 +38,38 @@ pub struct Latency {
     pub refused: usize,
     /// From the scheduled send to the ingest call's answer.
     pub ingest: Spread,
+    /// The server's own account (its /metrics, over this run only): mean
+    /// time from due to the attempt's start, and mean request time, in ms.
+    pub due_to_start_ms: f64,
+    pub request_ms: f64,
+}
+
+/// (sum, count) pairs of two histograms from the server's /metrics.
+async fn histograms(base: &str) -> [(f64, f64); 2] {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })
+            .unwrap_or(0.0)
+    };
+    [
+        (
+            value("dakghar_attempt_delay_seconds_sum "),
+            value("dakghar_attempt_delay_seconds_count "),
+        ),
+        (
+            value("dakghar_request_seconds_sum "),
+            value("dakghar_request_seconds_count "),
+        ),
+    ]
 }
 
 pub async fn run(
@@ -132,6 +164,7 @@ async fn open_loop(
     let n = ((events_per_sec * 10.0) as usize).clamp(200, 20_000);
     let gap = Duration::from_secs_f64(1.0 / events_per_sec);
     let client = reqwest::Client::new();
+    let before = histograms(base).await;
     let refused = Arc::new(AtomicUsize::new(0));
     let answered = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
     rx.note_arrivals(true);
@@ -190,6 +223,15 @@ async fn open_loop(
     }
     let missing = want.saturating_sub(samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
+    let after = histograms(base).await;
+    let mean_ms = |k: usize| {
+        let (sum, n) = (after[k].0 - before[k].0, after[k].1 - before[k].1);
+        if n > 0.0 {
+            sum / n * 1000.0
+        } else {
+            0.0
+        }
+    };
     eprintln!(
         "  latency at {:.0}% ({:.0} deliveries/s): {} samples, {missing} missing",
         load * 100.0,
@@ -203,5 +245,7 @@ async fn open_loop(
         missing,
         refused: refused.load(Ordering::Relaxed),
         ingest,
+        due_to_start_ms: mean_ms(0),
+        request_ms: mean_ms(1),
     }
 }

@@ -133,6 +133,13 @@ pub fn render(r: &Run) -> String {
             l.load * 100.0,
             spread_ms(&l.ingest)
         );
+        let _ = writeln!(
+            o,
+            "| Server's view at {:.0} % load (its /metrics) | due → attempt start: mean {:.2} ms · request: mean {:.2} ms | | | |",
+            l.load * 100.0,
+            l.due_to_start_ms,
+            l.request_ms
+        );
     }
     let _ = writeln!(
         o,

@@ -7,7 +7,10 @@ use sqlx::{
     PgPool,
 };
 
-use super::{parse_options, redact_url, Delivery, Pool, Result, Store, StoreError, CLAIM_SLOTS};
+use super::{
+    endpoints::ENDPOINT_SUCCEEDED, parse_options, redact_url, Completion, Delivery, Pool, Result,
+    Store, StoreError, Transition, CLAIM_SLOTS,
+};
 use crate::clock::Timestamp;
 
 /// Connects, optionally inside `schema` (created if missing): tests get a
@@ -113,4 +116,146 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>) -> Result
         .execute(pool)
         .await?;
     Ok(())
+}
+
+/// `Store::complete_attempts` in three statements whatever the batch size:
+/// the rows travel as arrays (`unnest`), so a batch of 200 costs about what
+/// one attempt did, where a statement per row paid a round trip each.
+pub(super) async fn complete_attempts(
+    pool: &PgPool,
+    batch: &[Completion],
+) -> Result<Vec<Result<Delivery>>> {
+    let update = "UPDATE deliveries d SET state = i.state, attempts = d.attempts + i.counted, \
+                    attempt_seq = i.seq, next_attempt_at = i.next_at, claimed_at = NULL, \
+                    lease_until = NULL, claim_token = NULL, last_status = i.status, \
+                    last_response = i.body, last_error = i.error, finished_at = i.finished_at, \
+                    updated_at = i.now \
+                  FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+                              $6::int8[], $7::int8[], $8::bytea[], $9::text[], $10::int8[], \
+                              $11::int8[]) \
+                    AS i(id, token, state, counted, seq, next_at, status, body, error, \
+                         finished_at, now) \
+                  WHERE d.id = i.id AND d.state = 'in_flight' AND d.claim_token = i.token \
+                  RETURNING d.*";
+    let insert = "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
+                    request_headers, response_status, response_headers, response_body, error, \
+                    classification, endpoint_id) \
+                  SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], \
+                    $5::text[], $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], \
+                    $11::text[])";
+    let outcomes: Vec<_> = batch.iter().map(Completion::outcome).collect();
+    let col = |f: &dyn Fn(usize) -> Option<i64>| -> Vec<Option<i64>> {
+        (0..batch.len()).map(f).collect()
+    };
+    let mut tx = pool.begin().await?;
+    let updated = sqlx::query_as::<_, Delivery>(update)
+        .bind(
+            batch
+                .iter()
+                .map(|c| c.claimed.id.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|c| c.claimed.claim_token.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            outcomes
+                .iter()
+                .map(|o| o.state.as_str().to_string())
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(&|i| Some(outcomes[i].counted)))
+        .bind(col(&|i| Some(batch[i].record.attempt)))
+        .bind(col(&|i| Some(outcomes[i].next_at)))
+        .bind(col(&|i| batch[i].record.response_status))
+        .bind(
+            batch
+                .iter()
+                .map(|c| c.record.response_body.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            batch
+                .iter()
+                .map(|c| c.record.error.clone())
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(&|i| outcomes[i].finished_at))
+        .bind(col(&|i| Some(batch[i].now.millis())))
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut by_id: std::collections::HashMap<String, Delivery> =
+        updated.into_iter().map(|d| (d.id.clone(), d)).collect();
+    let written: Vec<&Completion> = batch
+        .iter()
+        .filter(|c| by_id.contains_key(&c.claimed.id))
+        .collect();
+    if !written.is_empty() {
+        let texts =
+            |f: &dyn Fn(&Completion) -> String| written.iter().map(|c| f(c)).collect::<Vec<_>>();
+        let ints = |f: &dyn Fn(&Completion) -> Option<i64>| {
+            written.iter().map(|c| f(c)).collect::<Vec<_>>()
+        };
+        sqlx::query(insert)
+            .bind(texts(&|c| c.claimed.id.clone()))
+            .bind(ints(&|c| Some(c.record.attempt)))
+            .bind(ints(&|c| Some(c.record.started_at)))
+            .bind(ints(&|c| Some(c.record.duration_ms)))
+            .bind(texts(&|c| c.record.request_headers.clone()))
+            .bind(ints(&|c| c.record.response_status))
+            .bind(
+                written
+                    .iter()
+                    .map(|c| c.record.response_headers.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                written
+                    .iter()
+                    .map(|c| c.record.response_body.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                written
+                    .iter()
+                    .map(|c| c.record.error.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(texts(&|c| c.record.classification.clone()))
+            .bind(texts(&|c| c.claimed.endpoint_id.clone()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+    for c in written
+        .iter()
+        .filter(|c| c.transition == Transition::Delivered)
+    {
+        match healthy
+            .iter_mut()
+            .find(|(id, _)| *id == c.claimed.endpoint_id)
+        {
+            Some((_, at)) => *at = (*at).max(c.now),
+            None => healthy.push((&c.claimed.endpoint_id, c.now)),
+        }
+    }
+    for (endpoint_id, at) in &healthy {
+        sqlx::query(ENDPOINT_SUCCEEDED)
+            .bind(at.millis())
+            .bind(*endpoint_id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(batch
+        .iter()
+        .map(|c| {
+            by_id
+                .remove(&c.claimed.id)
+                .ok_or_else(|| StoreError::LostClaim(c.claimed.id.clone()))
+        })
+        .collect())
 }
