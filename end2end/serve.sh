@@ -15,7 +15,9 @@ unset DATABASE_URL
 state="${TMPDIR:-/tmp}/dakghar-e2e-$port"
 mkdir -p "$state"
 "$bin" api-key create --account "E2E Account" >"$state/api-key"
-# Seconds instead of minutes between retries, and a resend budget small
-# enough to reach in a test.
+# Seconds instead of minutes between retries, a resend budget small enough
+# to reach in a test, and the test receivers' loopback let through the
+# SSRF guard.
 exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site \
-  --retry-base-delay 1s --retry-max-delay 2s --resends-per-minute 4
+  --retry-base-delay 1s --retry-max-delay 2s --resends-per-minute 4 \
+  --allow-subnets 127.0.0.1/32

@@ -20,6 +20,7 @@ use crate::{
     delivery::{
         backoff::{Backoff, Jitter},
         settings::DeliverySettings,
+        target_policy::TargetPolicy,
     },
     demo,
     mailer::MailSettings,
@@ -129,6 +130,14 @@ struct DeliveryArgs {
     /// How long a worker holds a claimed delivery before the rescuer may take it back.
     #[arg(long, env = "DAKGHAR_LEASE", default_value = "5m", value_parser = humantime::parse_duration)]
     lease: Duration,
+    /// Let endpoints reach loopback, private, link-local and metadata
+    /// addresses. For local testing only.
+    #[arg(long, env = "DAKGHAR_ALLOW_PRIVATE_TARGETS")]
+    allow_private_targets: bool,
+    /// Internal networks endpoints may reach anyway, comma-separated CIDRs
+    /// (`127.0.0.1/32,10.20.0.0/16`).
+    #[arg(long, env = "DAKGHAR_ALLOW_SUBNETS", value_delimiter = ',', value_parser = parse_subnet)]
+    allow_subnets: Vec<ipnet::IpNet>,
     /// Concurrent claim loops in this process.
     #[arg(long, env = "DAKGHAR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
@@ -151,6 +160,10 @@ impl DeliveryArgs {
                 .lease
                 .max(self.request_timeout + Duration::from_secs(5)),
             workers: usize::from(self.workers),
+            targets: TargetPolicy {
+                allow_private: self.allow_private_targets,
+                allowed: self.allow_subnets.clone(),
+            },
             ..DeliverySettings::default()
         }
     }
@@ -309,6 +322,13 @@ async fn run(cli: Cli) -> CliResult {
     }
 }
 
+fn parse_subnet(raw: &str) -> Result<ipnet::IpNet, String> {
+    let raw = raw.trim();
+    raw.parse::<ipnet::IpNet>()
+        .or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{raw:?} is not a subnet like 127.0.0.1/32 or fd00::/8"))
+}
+
 fn serve_config(args: ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.listen,
@@ -336,6 +356,13 @@ async fn demo(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
     let receiver = demo::start_receiver(stop.clone()).await?;
     let login = demo::seed(&store, &clock, &receiver).await?;
     let mut config = serve_config(args);
+    // The demo's receiver lives on this machine: let the guard through to it alone.
+    if let Some(ip) = url::Url::parse(&receiver)
+        .ok()
+        .and_then(|u| u.host_str()?.parse::<std::net::IpAddr>().ok())
+    {
+        config.delivery.targets.allowed.push(ipnet::IpNet::from(ip));
+    }
     // Seconds, not minutes, between retries: the dashboard moves while you watch.
     config.delivery.backoff.base = Duration::from_secs(10);
     config.delivery.backoff.cap = Duration::from_secs(120);

@@ -3,7 +3,9 @@
 use std::{net::SocketAddr, path::PathBuf};
 
 use crate::{
-    delivery::settings::DeliverySettings, mailer::MailSettings, retention::RetentionSettings,
+    delivery::{settings::DeliverySettings, target_policy::TargetPolicy},
+    mailer::MailSettings,
+    retention::RetentionSettings,
 };
 
 /// Everything the running server needs to know about its surroundings.
@@ -34,7 +36,14 @@ impl ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             site_root: PathBuf::from("target/site"),
             secure_cookies: false,
-            delivery: DeliverySettings::default(),
+            delivery: DeliverySettings {
+                // Test receivers listen on 127.0.0.1; nothing else internal.
+                targets: TargetPolicy {
+                    allow_private: false,
+                    allowed: vec![ipnet::IpNet::from(std::net::IpAddr::from([127, 0, 0, 1]))],
+                },
+                ..DeliverySettings::default()
+            },
             run_workers: false,
             serve_api: true,
             resends_per_minute: 100,

@@ -9,3 +9,4 @@ pub mod request;
 pub mod retry_after;
 pub mod settings;
 pub mod signing;
+pub mod target_policy;

@@ -60,6 +60,13 @@ impl Application {
     ) -> Result<Self, BuildError> {
         crate::metrics::handle();
         crate::metrics::describe();
+        let targets = &config.delivery.targets;
+        if targets.allow_private {
+            tracing::warn!("--allow-private-targets: endpoints may reach loopback, private and metadata addresses; for local testing only");
+        } else if !targets.allowed.is_empty() {
+            let subnets: Vec<String> = targets.allowed.iter().map(|n| n.to_string()).collect();
+            tracing::warn!(subnets = %subnets.join(","), "--allow-subnets: endpoints may reach these internal addresses");
+        }
         let sessions = Sessions::open(&store).await?;
         sessions.spawn_cleaner();
         let listener = TcpListener::bind(config.listen)

@@ -44,6 +44,7 @@ fn node(url: &str) -> Child {
             "4",
         ])
         .args(["--request-timeout", "2s", "--lease", "7s"])
+        .args(["--allow-subnets", "127.0.0.1/32"])
         .env_remove("DATABASE_URL")
         .env("DAKGHAR_DATABASE_URL", url)
         .env("RUST_LOG", "error")

@@ -31,6 +31,8 @@ impl Server {
             .unwrap();
         let child = Command::new(BIN)
             .args(["serve", "--listen", &listen, "--retention", "off"])
+            // The receiver runs on this machine.
+            .args(["--allow-subnets", "127.0.0.1/32"])
             .args(extra)
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db_url)

@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
-    delivery::signing,
+    delivery::{signing, target_policy::TargetPolicy},
     endpoint_actions,
     store::{Endpoint, EndpointPatch, NewEndpoint},
     web::AppState,
@@ -154,10 +154,17 @@ pub(crate) fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResu
     Ok(())
 }
 
-pub(crate) fn url(raw: &str) -> ApiResult<String> {
-    EndpointUrl::parse(raw)
-        .map(|u| u.as_str().to_string())
-        .map_err(|m| ApiError::bad_request("invalid_url", m))
+/// A valid endpoint URL that the SSRF guard lets through (its host, and
+/// the addresses its name has now; sends check again).
+pub(crate) async fn url(raw: &str, targets: &TargetPolicy) -> ApiResult<String> {
+    let parsed = EndpointUrl::parse(raw).map_err(|m| ApiError::bad_request("invalid_url", m))?;
+    let url = url::Url::parse(parsed.as_str())
+        .map_err(|e| ApiError::bad_request("invalid_url", e.to_string()))?;
+    targets
+        .check_url(&url)
+        .await
+        .map_err(|b| ApiError::bad_request("blocked_url", format!("url is not allowed: {b}")))?;
+    Ok(parsed.as_str().to_string())
 }
 
 #[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
@@ -172,7 +179,7 @@ pub async fn create(
     check_limits(input.rate_limit_per_sec, input.max_in_flight)?;
     let new = NewEndpoint {
         account_id: caller.account_id,
-        url: url(&input.url)?,
+        url: url(&input.url, &state.ctx.engine.settings().targets).await?,
         description: input.description,
         event_types: input.event_types,
         secret: signing::new_secret(),
@@ -229,7 +236,10 @@ pub async fn patch(
     }
     check_limits(input.rate_limit_per_sec.flatten(), input.max_in_flight)?;
     let patch = EndpointPatch {
-        url: input.url.as_deref().map(url).transpose()?,
+        url: match input.url.as_deref() {
+            Some(raw) => Some(url(raw, &state.ctx.engine.settings().targets).await?),
+            None => None,
+        },
         description: input.description,
         event_types: input.event_types,
         rate_limit_per_sec: input.rate_limit_per_sec,

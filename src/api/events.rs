@@ -220,7 +220,7 @@ fn delivery_out(d: Delivery, attempts: Option<Vec<Attempt>>) -> DeliveryOut {
 fn attempt_out(a: Attempt) -> AttemptOut {
     let status = a.response_status.and_then(|s| u16::try_from(s).ok());
     AttemptOut {
-        explanation: explain(status),
+        explanation: explain(status, &a.classification),
         attempt: a.attempt,
         started_at: Timestamp(a.started_at).to_rfc3339(),
         duration_ms: a.duration_ms,

@@ -14,6 +14,9 @@ pub enum Verdict {
     Failed,
     /// 410: the receiver says the endpoint is gone; fail and pause the endpoint.
     Gone,
+    /// The SSRF guard refused the address; no request was made. Retrying
+    /// cannot help until the endpoint or the settings change.
+    Blocked,
 }
 
 impl Verdict {
@@ -24,6 +27,7 @@ impl Verdict {
             Verdict::RetryAmbiguous => "ambiguous",
             Verdict::Failed => "permanent",
             Verdict::Gone => "gone",
+            Verdict::Blocked => "blocked",
         }
     }
 
@@ -35,7 +39,7 @@ impl Verdict {
     pub fn is_permanent_failure(self) -> bool {
         matches!(
             self,
-            Verdict::Failed | Verdict::Gone | Verdict::RetryAmbiguous
+            Verdict::Failed | Verdict::Gone | Verdict::RetryAmbiguous | Verdict::Blocked
         )
     }
 }
@@ -54,7 +58,10 @@ pub fn classify(status: Option<u16>) -> Verdict {
 
 /// One line a customer can read next to the attempt: what happened and why
 /// Dakghar acts as it does.
-pub fn explain(status: Option<u16>) -> String {
+pub fn explain(status: Option<u16>, classification: &str) -> String {
+    if classification == Verdict::Blocked.as_str() {
+        return "Blocked: the endpoint's address is internal (loopback, private or metadata), so nothing was sent — permanent until the URL changes or an admin allows the subnet".into();
+    }
     let verdict = classify(status);
     let Some(code) = status else {
         return "No HTTP response (timeout, refused connection, DNS or TLS error) — transient: retried with backoff".into();
@@ -72,6 +79,7 @@ pub fn explain(status: Option<u16>) -> String {
         Verdict::Retry if code == 503 => "transient: the endpoint is unavailable; retried, honouring Retry-After",
         Verdict::Retry if (300..400).contains(&code) => "redirects are not followed; retried with backoff",
         Verdict::Retry => "transient: retried with backoff",
+        Verdict::Blocked => unreachable!("classify never answers Blocked"),
     };
     format!("{code} {reason} — {why}").replace("  —", " —")
 }
@@ -124,10 +132,10 @@ mod tests {
     #[test]
     fn explanations_read_well() {
         assert_eq!(
-            explain(Some(410)),
+            explain(Some(410), ""),
             "410 Gone — permanent: the endpoint says it no longer exists; not retried and the endpoint is paused"
         );
-        assert!(explain(Some(429)).starts_with("429 Too Many Requests — transient"));
-        assert!(explain(None).starts_with("No HTTP response"));
+        assert!(explain(Some(429), "").starts_with("429 Too Many Requests — transient"));
+        assert!(explain(None, "").starts_with("No HTTP response"));
     }
 }

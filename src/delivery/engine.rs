@@ -328,12 +328,16 @@ impl Engine {
         started: Timestamp,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
-        let verdict = classify(sent.status);
+        let verdict = if sent.blocked {
+            Verdict::Blocked
+        } else {
+            classify(sent.status)
+        };
         let failed_count = u32::try_from(delivery.attempts + 1).unwrap_or(u32::MAX);
         let mut reason = sent.error.clone();
         let transition = match verdict {
             Verdict::Delivered => Transition::Delivered,
-            Verdict::Failed | Verdict::Gone => Transition::Failed,
+            Verdict::Failed | Verdict::Gone | Verdict::Blocked => Transition::Failed,
             Verdict::Retry | Verdict::RetryAmbiguous => {
                 self.retry_or_expire(delivery, &sent, failed_count, now, &mut reason)
             }

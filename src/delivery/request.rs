@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{header, redirect, Client};
 
-use super::{settings::DeliverySettings, signing};
+use super::{settings::DeliverySettings, signing, target_policy::Blocked};
 use crate::clock::Timestamp;
 
 pub const USER_AGENT: &str = concat!("Dakghar-Webhooks/", env!("CARGO_PKG_VERSION"));
@@ -16,6 +16,7 @@ pub fn client(settings: &DeliverySettings) -> reqwest::Result<Client> {
         .timeout(settings.request_timeout)
         // A redirect is the receiver's answer, recorded and retried, never followed.
         .redirect(redirect::Policy::none())
+        .dns_resolver(settings.targets.resolver())
         .build()
 }
 
@@ -28,6 +29,8 @@ pub struct Sent {
     pub error: Option<String>,
     pub retry_after: Option<String>,
     pub duration: Duration,
+    /// The SSRF guard refused the address: nothing reached the network.
+    pub blocked: bool,
 }
 
 pub struct Outgoing<'a> {
@@ -53,6 +56,30 @@ pub async fn send(
         ("webhook-timestamp".to_string(), timestamp.to_string()),
         ("webhook-signature".to_string(), signature.clone()),
     ];
+    let mut sent = Sent {
+        request_headers,
+        status: None,
+        response_headers: Vec::new(),
+        body: Vec::new(),
+        error: None,
+        retry_after: None,
+        duration: Duration::ZERO,
+        blocked: false,
+    };
+    // Names are checked by the client's resolver; literal addresses never
+    // reach it, so they are checked here.
+    let parsed = url::Url::parse(out.url).ok();
+    let literal = parsed
+        .as_ref()
+        .and_then(url::Url::host)
+        .filter(|h| !matches!(h, url::Host::Domain(_)));
+    if let Some(host) = literal {
+        if let Err(blocked) = settings.targets.check_host(&host) {
+            sent.error = Some(blocked.to_string());
+            sent.blocked = true;
+            return Ok(sent);
+        }
+    }
     let started = Instant::now();
     let result = client
         .post(out.url)
@@ -63,15 +90,6 @@ pub async fn send(
         .body(out.body.to_vec())
         .send()
         .await;
-    let mut sent = Sent {
-        request_headers,
-        status: None,
-        response_headers: Vec::new(),
-        body: Vec::new(),
-        error: None,
-        retry_after: None,
-        duration: Duration::ZERO,
-    };
     match result {
         Ok(mut res) => {
             sent.status = Some(res.status().as_u16());
@@ -110,10 +128,27 @@ pub async fn send(
                 }
             }
         }
-        Err(e) => sent.error = Some(describe(&e)),
+        Err(e) => match blocked_by_guard(&e) {
+            Some(blocked) => {
+                sent.error = Some(blocked.to_string());
+                sent.blocked = true;
+            }
+            None => sent.error = Some(describe(&e)),
+        },
     }
     sent.duration = started.elapsed();
     Ok(sent)
+}
+
+fn blocked_by_guard(e: &reqwest::Error) -> Option<Blocked> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(blocked) = s.downcast_ref::<Blocked>() {
+            return Some(blocked.clone());
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// A short reason without the URL (which may carry tokens in its query).

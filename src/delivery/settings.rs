@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::backoff::Backoff;
+use super::{backoff::Backoff, target_policy::TargetPolicy};
 
 #[derive(Debug, Clone)]
 pub struct DeliverySettings {
@@ -32,6 +32,8 @@ pub struct DeliverySettings {
     /// Body bytes kept per attempt; read at most `response_read_cap`.
     pub response_keep: usize,
     pub response_read_cap: usize,
+    /// Which addresses endpoints may reach (the SSRF guard).
+    pub targets: TargetPolicy,
 }
 
 impl Default for DeliverySettings {
@@ -55,6 +57,7 @@ impl Default for DeliverySettings {
             rotation_overlap: Duration::from_secs(24 * 3600),
             response_keep: 512,
             response_read_cap: 16 * 1024,
+            targets: TargetPolicy::default(),
         }
     }
 }

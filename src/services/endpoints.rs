@@ -109,7 +109,10 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EndpointDeta
             at: a.started_at,
             event_id,
             status: a.response_status,
-            explanation: explain(a.response_status.and_then(|s| u16::try_from(s).ok())),
+            explanation: explain(
+                a.response_status.and_then(|s| u16::try_from(s).ok()),
+                &a.classification,
+            ),
             error: a.error.clone(),
         });
     }
@@ -157,7 +160,9 @@ pub async fn create(ctx: &Ctx, viewer: &Viewer, form: NewEndpointForm) -> Result
     check_limits(rate, in_flight).map_err(invalid)?;
     let new = NewEndpoint {
         account_id: viewer.account_id.clone(),
-        url: url(&form.url).map_err(invalid)?,
+        url: url(&form.url, &ctx.engine.settings().targets)
+            .await
+            .map_err(invalid)?,
         description: form.description.trim().to_string(),
         event_types,
         secret: signing::new_secret(),

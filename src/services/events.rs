@@ -182,7 +182,7 @@ fn attempt_view(a: Attempt, url: &str, event_id: &str, payload: &[u8]) -> Attemp
         started_at: a.started_at,
         duration_ms: a.duration_ms,
         status: a.response_status,
-        explanation: explain(status),
+        explanation: explain(status, &a.classification),
         request_headers: headers(Some(&a.request_headers)),
         response_headers: headers(a.response_headers.as_deref()),
         response_snippet: a

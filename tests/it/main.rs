@@ -24,4 +24,5 @@ mod retention;
 mod serve_logs;
 mod signing;
 mod smtp_sink;
+mod ssrf;
 mod store;

@@ -36,6 +36,7 @@ impl Server {
     fn start(db: &str) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["--allow-subnets", "127.0.0.1/32"])
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db)
             // The most a curious operator would turn on.
