@@ -126,6 +126,15 @@ const CLAIM_SLOTS: &str = "SELECT e.id, \
      FROM endpoints e \
      WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
 
+/// Endpoints with free slots and due work: `(id, free)`, `$1` now.
+fn open_slots_sql() -> String {
+    format!(
+        "SELECT id, free FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
+           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
+             AND d.next_attempt_at <= $1)"
+    )
+}
+
 /// Connections per process unless `--database-pool` says otherwise.
 pub const DEFAULT_POOL: u32 = 16;
 
@@ -634,8 +643,19 @@ impl Store {
     ) -> Result<Vec<Delivery>> {
         let mut claimed = match &self.pool {
             Pool::Sqlite(p) => {
+                // Most polls and wakes find nothing due: learn that from a
+                // plain read before taking the one writer. (On Postgres the
+                // same probe measured slower than just claiming.)
+                let any = format!("{} LIMIT 1", open_slots_sql());
+                let found = sqlx::query(&any)
+                    .bind(now.millis())
+                    .fetch_optional(p)
+                    .await?;
+                if found.is_none() {
+                    return Ok(Vec::new());
+                }
                 let writer = self.writer.as_ref().unwrap_or(p);
-                sqlite::claim_due(p, writer, now, lease_until, limit).await?
+                sqlite::claim_due(writer, now, lease_until, limit).await?
             }
             Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
         };

@@ -7,7 +7,7 @@ use sqlx::{
     SqlitePool,
 };
 
-use super::{parse_options, Delivery, Pool, Result, Store, StoreError, CLAIM_SLOTS};
+use super::{open_slots_sql, parse_options, Delivery, Pool, Result, Store, StoreError};
 use crate::clock::Timestamp;
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
@@ -60,30 +60,15 @@ fn display_path(path: &Path) -> String {
 /// process on the file) sees the same slots or rows. A claim costs the
 /// same with 100 or 1 M deliveries queued.
 pub(super) async fn claim_due(
-    reader: &SqlitePool,
     pool: &SqlitePool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let slots = format!(
-        "SELECT id, free FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
-           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
-             AND d.next_attempt_at <= $1)"
-    );
+    let slots = open_slots_sql();
     let due = "SELECT id, next_attempt_at FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
-    // Most polls find nothing due: find that out without the write lock.
-    let any = format!("{slots} LIMIT 1");
-    if sqlx::query(&any)
-        .bind(now.millis())
-        .fetch_optional(reader)
-        .await?
-        .is_none()
-    {
-        return Ok(Vec::new());
-    }
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let open: Vec<(String, i64)> = sqlx::query_as(&slots)
         .bind(now.millis())
