@@ -198,6 +198,28 @@ pub struct Completion {
     pub now: Timestamp,
 }
 
+/// Each endpoint that delivered in `written`, as of its latest success,
+/// in id order: recorders on several nodes then lock endpoint rows in the
+/// same order and cannot deadlock (a deadlock would fail a whole batch of
+/// results, and those deliveries would be sent again).
+fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<(&'a str, Timestamp)> {
+    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+    for c in written
+        .iter()
+        .filter(|c| c.transition == Transition::Delivered)
+    {
+        match healthy
+            .iter_mut()
+            .find(|(id, _)| *id == c.claimed.endpoint_id)
+        {
+            Some((_, at)) => *at = (*at).max(c.now),
+            None => healthy.push((&c.claimed.endpoint_id, c.now)),
+        }
+    }
+    healthy.sort_unstable();
+    healthy
+}
+
 /// The delivery row a completion leaves behind.
 pub(crate) struct Outcome {
     pub state: DeliveryState,
@@ -702,7 +724,7 @@ impl Store {
         if let Pool::Postgres(p) = &self.pool {
             return postgres::complete_attempts(p, batch).await;
         }
-        let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+        let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
         on_writer!(self, |p| {
             let mut tx = p.begin().await?;
             let mut answers = Vec::with_capacity(batch.len());
@@ -746,21 +768,13 @@ impl Store {
                     .bind(&claimed.endpoint_id)
                     .execute(&mut *tx)
                     .await?;
-                if c.transition == Transition::Delivered {
-                    match healthy
-                        .iter_mut()
-                        .find(|(id, _)| *id == claimed.endpoint_id)
-                    {
-                        Some((_, at)) => *at = (*at).max(c.now),
-                        None => healthy.push((&claimed.endpoint_id, c.now)),
-                    }
-                }
+                written.push(c);
                 answers.push(Ok(updated));
             }
-            for (endpoint_id, at) in &healthy {
+            for (endpoint_id, at) in healthy_endpoints(&written) {
                 sqlx::query(endpoints::ENDPOINT_SUCCEEDED)
                     .bind(at.millis())
-                    .bind(*endpoint_id)
+                    .bind(endpoint_id)
                     .execute(&mut *tx)
                     .await?;
             }

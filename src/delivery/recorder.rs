@@ -47,13 +47,21 @@ async fn write_batches(store: Store, mut rx: mpsc::UnboundedReceiver<(Completion
                 }
             }
             Err(e) => {
-                // Nothing of the batch was written: each caller hands its
-                // claim back, as for any fault of ours.
-                let cause = e.to_string();
-                for reply in replies {
-                    let _ = reply.send(Err(StoreError::Config(format!(
-                        "recording the attempt failed: {cause}"
-                    ))));
+                // Nothing of the batch was written. Its requests were sent,
+                // so giving up means sending them again: first try each on
+                // its own (a transient error such as a deadlock clears);
+                // only what still fails goes back as a fault of ours.
+                tracing::warn!(error = %e, results = items.len(), "recording a batch of attempts failed; recording them one by one");
+                for (item, reply) in items.into_iter().zip(replies) {
+                    let answer = match store.complete_attempts(std::slice::from_ref(&item)).await {
+                        Ok(mut one) => one
+                            .pop()
+                            .unwrap_or_else(|| Err(StoreError::LostClaim(item.claimed.id.clone()))),
+                        Err(e) => Err(StoreError::Config(format!(
+                            "recording the attempt failed: {e}"
+                        ))),
+                    };
+                    let _ = reply.send(answer);
                 }
             }
         }

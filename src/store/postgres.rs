@@ -9,7 +9,7 @@ use sqlx::{
 
 use super::{
     endpoints::ENDPOINT_SUCCEEDED, parse_options, redact_url, Completion, Delivery, Pool, Result,
-    Store, StoreError, Transition, CLAIM_SLOTS,
+    Store, StoreError, CLAIM_SLOTS,
 };
 use crate::clock::Timestamp;
 
@@ -236,23 +236,10 @@ pub(super) async fn complete_attempts(
             .execute(&mut *tx)
             .await?;
     }
-    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
-    for c in written
-        .iter()
-        .filter(|c| c.transition == Transition::Delivered)
-    {
-        match healthy
-            .iter_mut()
-            .find(|(id, _)| *id == c.claimed.endpoint_id)
-        {
-            Some((_, at)) => *at = (*at).max(c.now),
-            None => healthy.push((&c.claimed.endpoint_id, c.now)),
-        }
-    }
-    for (endpoint_id, at) in &healthy {
+    for (endpoint_id, at) in super::healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)
             .bind(at.millis())
-            .bind(*endpoint_id)
+            .bind(endpoint_id)
             .execute(&mut *tx)
             .await?;
     }
