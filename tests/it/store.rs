@@ -716,7 +716,18 @@ async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
     assert!(matches!(late, Err(StoreError::LostClaim(_))));
 }
 
-async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: Store) {
+/// An account with endpoint `a` (every type) and `b` (type `two` only),
+/// and events `e0`, `e1`, … of `types`, a second apart unless the same
+/// index is in `same_ms_as_previous`.
+async fn two_endpoints_and_events(
+    store: &Store,
+    types: &[&str],
+    same_ms_as_previous: &[usize],
+) -> (
+    dakghar::store::Account,
+    dakghar::store::Endpoint,
+    dakghar::store::Endpoint,
+) {
     let clock = TestClock::at(Timestamp(1_700_000_000_000));
     let acc = store.create_account("acme", clock.now()).await.unwrap();
     let a = store
@@ -730,8 +741,10 @@ async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: St
         )
         .await
         .unwrap();
-    for (i, ty) in ["one", "two", "one", "two", "one"].iter().enumerate() {
-        clock.advance(Duration::from_secs(1));
+    for (i, ty) in types.iter().enumerate() {
+        if !same_ms_as_previous.contains(&i) {
+            clock.advance(Duration::from_secs(1));
+        }
         store
             .insert_event(
                 event(&acc.id, &format!("e{i}"), ty),
@@ -741,6 +754,12 @@ async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: St
             .await
             .unwrap();
     }
+    (acc, a, b)
+}
+
+async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: Store) {
+    let (acc, a, b) =
+        two_endpoints_and_events(&store, &["one", "two", "one", "two", "one"], &[]).await;
 
     let mut seen = Vec::new();
     let mut filter = dakghar::store::EventFilter::default();
@@ -804,33 +823,9 @@ async fn all_pages(
 /// cursor, and an event with several deliveries in the state shows once.
 async fn each_filter_form_lists_an_event_once_and_pages_in_order(store: Store) {
     use dakghar::store::EventFilter;
-    let clock = TestClock::at(Timestamp(1_700_000_000_000));
-    let acc = store.create_account("acme", clock.now()).await.unwrap();
-    let a = store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
-        .await
-        .unwrap();
-    let b = store
-        .create_endpoint(
-            endpoint(&acc.id, "https://b.example/", &["two"]),
-            clock.now(),
-        )
-        .await
-        .unwrap();
-    // Two events share a millisecond, so the id breaks the tie.
-    for (i, ty) in ["one", "two", "two", "one", "two"].iter().enumerate() {
-        if i != 2 {
-            clock.advance(Duration::from_secs(1));
-        }
-        store
-            .insert_event(
-                event(&acc.id, &format!("e{i}"), ty),
-                clock.now(),
-                clock.now().plus(WINDOW),
-            )
-            .await
-            .unwrap();
-    }
+    // e1 and e2 share a millisecond, so the id breaks the tie.
+    let (acc, a, b) =
+        two_endpoints_and_events(&store, &["one", "two", "two", "one", "two"], &[2]).await;
     let newest_first = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
 
     let everything = all_pages(&store, &acc.id, EventFilter::default()).await;
