@@ -126,6 +126,14 @@ const CLAIM_SLOTS: &str = "SELECT e.id, \
      FROM endpoints e \
      WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
 
+/// `$from, $from+1, …`: `n` placeholders for an IN list.
+fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Endpoints with free slots and due work: `(id, free)`, `$1` now.
 fn open_slots_sql() -> String {
     format!(

@@ -4,15 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Delivery, Endpoint, Event, Pool, Result, Store};
-
-/// `$from, $from+1, …`: `n` placeholders for an IN list.
-fn placeholders(from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+use super::{placeholders, Delivery, Endpoint, Event, Pool, Result, Store};
 
 #[derive(Debug, Default)]
 pub struct BatchInputs {

@@ -3,7 +3,10 @@
 
 use std::collections::HashMap;
 
-use super::{claim_held, Delivery, Event, Notification, Pool, Replay, Result, Store, StoreError};
+use super::{
+    claim_held, placeholders, Delivery, Event, Notification, Pool, Replay, Result, Store,
+    StoreError,
+};
 use crate::{clock::Timestamp, ids};
 
 #[derive(Debug, Default, Clone)]
@@ -126,13 +129,10 @@ impl Store {
         if event_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (0..event_ids.len())
-            .map(|i| format!("${}", i + 2))
-            .collect();
         let sql = format!(
             "SELECT * FROM deliveries WHERE account_id = $1 AND event_id IN ({}) \
              ORDER BY created_at, id",
-            placeholders.join(", ")
+            placeholders(2, event_ids.len())
         );
         Ok(on_pool!(self, |p| {
             let mut q = sqlx::query_as::<_, Delivery>(&sql).bind(account_id);

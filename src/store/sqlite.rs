@@ -7,7 +7,9 @@ use sqlx::{
     SqlitePool,
 };
 
-use super::{open_slots_sql, parse_options, Delivery, Pool, Result, Store, StoreError};
+use super::{
+    open_slots_sql, parse_options, placeholders, Delivery, Pool, Result, Store, StoreError,
+};
 use crate::clock::Timestamp;
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
@@ -90,10 +92,7 @@ pub(super) async fn claim_due(
         tx.rollback().await?;
         return Ok(Vec::new());
     }
-    let ids = (4..4 + picked.len())
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let ids = placeholders(4, picked.len());
     let lease = format!(
         "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
            claim_token = $3, updated_at = $1 \
