@@ -63,6 +63,10 @@ pub fn explain(status: Option<u16>, classification: &str) -> String {
         return "Blocked: the endpoint's address is internal (loopback, private or metadata), so nothing was sent — permanent until the URL changes or an admin allows the subnet".into();
     }
     let verdict = classify(status);
+    if verdict == Verdict::Delivered && classification == Verdict::Retry.as_str() {
+        let code = status.unwrap_or_default();
+        return format!("{code}, but the response body did not finish within the request timeout — transient: retried with backoff");
+    }
     let Some(code) = status else {
         return "No HTTP response (timeout, refused connection, DNS or TLS error) — transient: retried with backoff".into();
     };

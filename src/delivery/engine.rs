@@ -330,6 +330,10 @@ impl Engine {
         let now = self.clock.now();
         let verdict = if sent.blocked {
             Verdict::Blocked
+        } else if sent.incomplete {
+            // Headers alone are no answer: the total timeout (or a reset)
+            // cut the body off, so the attempt is retried like any timeout.
+            Verdict::Retry
         } else {
             classify(sent.status)
         };
@@ -456,7 +460,13 @@ impl Engine {
                 now,
             )
             .await?;
-        if verdict.is_retry() && updated.transient_streak >= self.settings.circuit_threshold {
+        // Results of attempts that were already in flight when the circuit
+        // opened must not open it again: each reopening doubles the
+        // cooldown, and a batch of 500 would push it straight to the cap.
+        let opens = verdict.is_retry()
+            && updated.transient_streak >= self.settings.circuit_threshold
+            && updated.circuit_state != "open";
+        if opens {
             let grown =
                 Duration::from_millis(u64::try_from(updated.circuit_cooldown_ms).unwrap_or(0) * 2);
             let cooldown = grown

@@ -31,6 +31,9 @@ pub struct Sent {
     pub duration: Duration,
     /// The SSRF guard refused the address: nothing reached the network.
     pub blocked: bool,
+    /// The status arrived but the body did not finish (too slow, or the
+    /// connection broke): the receiver may not have taken the event.
+    pub incomplete: bool,
 }
 
 pub struct Outgoing<'a> {
@@ -65,6 +68,7 @@ pub async fn send(
         retry_after: None,
         duration: Duration::ZERO,
         blocked: false,
+        incomplete: false,
     };
     // Names are checked by the client's resolver; literal addresses never
     // reach it, so they are checked here.
@@ -109,6 +113,8 @@ pub async fn send(
                 })
                 .collect();
             // Read no more than the cap, keep the first bytes, drop the rest.
+            // Bodies arrive as sent (the client has no decompression), so a
+            // gzip bomb is only as large as its compressed bytes up to the cap.
             let mut read = 0usize;
             loop {
                 match res.chunk().await {
@@ -123,6 +129,7 @@ pub async fn send(
                     Ok(None) => break,
                     Err(e) => {
                         sent.error = Some(format!("reading the response failed: {}", describe(&e)));
+                        sent.incomplete = true;
                         break;
                     }
                 }
