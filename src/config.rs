@@ -27,6 +27,25 @@ pub struct ServeConfig {
     pub retention: RetentionSettings,
     /// Alert emails by SMTP; without it they stay in the outbox.
     pub mail: Option<MailSettings>,
+    pub sessions: SessionSettings,
+}
+
+/// How long a dashboard sign-in lasts.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionSettings {
+    /// Signed out after this long without a request.
+    pub idle: std::time::Duration,
+    /// Signed out this long after signing in, however busy.
+    pub max_age: std::time::Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            idle: std::time::Duration::from_secs(12 * 3600),
+            max_age: std::time::Duration::from_secs(7 * 24 * 3600),
+        }
+    }
 }
 
 impl ServeConfig {
@@ -49,6 +68,7 @@ impl ServeConfig {
             resends_per_minute: 100,
             retention: RetentionSettings::default(),
             mail: None,
+            sessions: SessionSettings::default(),
         }
     }
 }

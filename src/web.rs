@@ -3,6 +3,7 @@
 
 mod guard;
 mod login;
+mod protect;
 
 use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
@@ -103,7 +104,7 @@ impl Application {
         };
         let ctx = Arc::clone(&state.ctx);
         let router = if ctx.config.serve_api {
-            router(state).layer(sessions.layer(secure))
+            router(state).layer(sessions.layer(secure, ctx.config.sessions.idle))
         } else {
             Router::new()
                 .route("/healthz", get(|| async { "ok" }))
@@ -238,7 +239,10 @@ fn router(state: AppState) -> Router {
         .leptos_routes_with_context(
             &state,
             routes,
-            move || provide_context(dashboard.clone()),
+            move || {
+                provide_context(dashboard.clone());
+                protect::set_page_policy();
+            },
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
@@ -247,5 +251,7 @@ fn router(state: AppState) -> Router {
             state.clone(),
             guard::load_viewer,
         ))
+        .layer(axum::middleware::from_fn(protect::refuse_cross_site))
+        .layer(axum::middleware::from_fn(protect::security_headers))
         .with_state(state)
 }

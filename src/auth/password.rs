@@ -22,9 +22,28 @@ pub enum PasswordError {
     Hash(String),
 }
 
+const M_COST_KIB: u32 = 19 * 1024;
+const T_COST: u32 = 2;
+const P_COST: u32 = 1;
+
 fn argon2() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).expect("OWASP argon2 parameters are valid");
+    let params =
+        Params::new(M_COST_KIB, T_COST, P_COST, None).expect("OWASP argon2 parameters are valid");
     Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+/// A stored hash made with other parameters (or another algorithm) than
+/// today's: sign-in replaces it while the password is at hand.
+pub fn needs_rehash(stored: &str) -> bool {
+    let Ok(parsed) = PasswordHash::new(stored) else {
+        return true;
+    };
+    let Ok(params) = Params::try_from(&parsed) else {
+        return true;
+    };
+    parsed.algorithm != Algorithm::Argon2id.ident()
+        || parsed.version != Some(Version::V0x13.into())
+        || (params.m_cost(), params.t_cost(), params.p_cost()) != (M_COST_KIB, T_COST, P_COST)
 }
 
 pub fn validate(password: &str) -> Result<(), PasswordError> {
@@ -108,6 +127,22 @@ mod tests {
         assert!(verify("correct horse battery".into(), Some(h.clone())).await);
         assert!(!verify("wrong horse battery".into(), Some(h)).await);
         assert!(!verify("correct horse battery".into(), None).await);
+    }
+
+    #[test]
+    fn only_hashes_with_other_parameters_need_a_rehash() {
+        assert!(!needs_rehash(&hash("correct horse battery").unwrap()));
+        let salt = SaltString::generate(&mut OsRng);
+        let weaker = Argon2::new(
+            Algorithm::Argon2id,
+            Version::V0x13,
+            Params::new(8 * 1024, 1, 1, None).unwrap(),
+        )
+        .hash_password(b"correct horse battery", &salt)
+        .unwrap()
+        .to_string();
+        assert!(needs_rehash(&weaker));
+        assert!(needs_rehash("not a hash"));
     }
 
     #[test]

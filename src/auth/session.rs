@@ -13,7 +13,14 @@ use tower_sessions_sqlx_store::{PostgresStore, SqliteStore};
 use crate::store::{Pool, Store, StoreError};
 
 pub const USER_ID_KEY: &str = "user_id";
+/// When the user signed in and when they were last seen, in the code's
+/// clock (milliseconds), for the absolute and idle timeouts.
+pub const SIGNED_IN_AT_KEY: &str = "signed_in_at";
+pub const SEEN_AT_KEY: &str = "seen_at";
 pub const COOKIE_NAME: &str = "dakghar_session";
+/// Over https the browser only accepts this name with `Secure`, `Path=/`
+/// and no `Domain`: a sibling subdomain cannot plant or shadow it.
+pub const SECURE_COOKIE_NAME: &str = "__Host-dakghar_session";
 
 /// The session store of the configured backend.
 #[derive(Debug, Clone)]
@@ -43,13 +50,21 @@ impl Sessions {
         Ok(sessions)
     }
 
-    pub fn layer(&self, secure: bool) -> SessionManagerLayer<Sessions> {
+    /// The cookie and the stored record expire after `idle` without use;
+    /// the guard enforces both timeouts on the code's clock as well.
+    pub fn layer(&self, secure: bool, idle: std::time::Duration) -> SessionManagerLayer<Sessions> {
+        let idle = Duration::try_from(idle).unwrap_or(Duration::hours(12));
         SessionManagerLayer::new(self.clone())
-            .with_name(COOKIE_NAME)
+            .with_name(if secure {
+                SECURE_COOKIE_NAME
+            } else {
+                COOKIE_NAME
+            })
+            .with_path("/")
             .with_http_only(true)
             .with_same_site(SameSite::Lax)
             .with_secure(secure)
-            .with_expiry(Expiry::OnInactivity(Duration::hours(12)))
+            .with_expiry(Expiry::OnInactivity(idle))
     }
 
     /// Removes expired sessions now and then, for as long as the server runs.

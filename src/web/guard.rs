@@ -11,7 +11,49 @@ use axum::{
 };
 use tower_sessions::Session;
 
-use crate::{auth::session::USER_ID_KEY, store::StoreError, web::Ctx};
+use crate::{
+    auth::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
+    clock::Timestamp,
+    store::StoreError,
+    web::Ctx,
+};
+
+/// `seen_at` is rewritten at most this often: a session write per page
+/// view would cost a database write on every click.
+const SEEN_AT_GRANULARITY_MS: i64 = 60_000;
+
+/// Whether the session is past its idle or absolute timeout; refreshes
+/// `seen_at` when it is still alive.
+async fn still_fresh(ctx: &Ctx, session: &Session) -> bool {
+    let now = ctx.clock.now().millis();
+    let limits = ctx.config.sessions;
+    let millis = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let signed_in = session.get::<i64>(SIGNED_IN_AT_KEY).await.ok().flatten();
+    let seen = session.get::<i64>(SEEN_AT_KEY).await.ok().flatten();
+    let (Some(signed_in), Some(seen)) = (signed_in, seen) else {
+        return false;
+    };
+    if now.saturating_sub(signed_in) > millis(limits.max_age)
+        || now.saturating_sub(seen) > millis(limits.idle)
+    {
+        return false;
+    }
+    if now.saturating_sub(seen) >= SEEN_AT_GRANULARITY_MS {
+        if let Err(e) = session.insert(SEEN_AT_KEY, now).await {
+            tracing::warn!(error = %e, "could not refresh session");
+        }
+    }
+    true
+}
+
+/// Stamps a new sign-in for the timeouts.
+pub async fn start_timeouts(
+    session: &Session,
+    now: Timestamp,
+) -> Result<(), tower_sessions::session::Error> {
+    session.insert(SIGNED_IN_AT_KEY, now.millis()).await?;
+    session.insert(SEEN_AT_KEY, now.millis()).await
+}
 
 /// Puts the signed-in user, if any, into the request's extensions, where
 /// handlers and server functions find it.
@@ -27,6 +69,16 @@ pub async fn load_viewer(
             tracing::warn!(error = %e, "could not read session");
             None
         }
+    };
+    let user_id = match user_id {
+        Some(id) if still_fresh(&ctx, &session).await => Some(id),
+        Some(_) => {
+            // Timed out: the record goes, so the old cookie opens nothing.
+            tracing::info!("session timed out");
+            let _ = session.flush().await;
+            None
+        }
+        None => None,
     };
     if let Some(user_id) = user_id {
         match ctx.store.user(&user_id).await {

@@ -85,7 +85,16 @@ async fn endpoints_are_created_with_validation_and_listed(store: Store) {
 }
 
 async fn health_numbers_match_what_the_receiver_saw(store: Store) {
-    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    // The test jumps a day ahead and stays signed in across it.
+    let long_sessions = dakghar::config::SessionSettings {
+        idle: Duration::from_secs(30 * 24 * 3600),
+        max_age: Duration::from_secs(30 * 24 * 3600),
+    };
+    let config = ServeConfig {
+        sessions: long_sessions,
+        ..ServeConfig::for_tests()
+    };
+    let app = spawn_app_with(store, config).await;
     let ana = customer(&app, "Acme", "ana@acme.example").await;
     let rx = Receiver::start().await;
     let ep = ana

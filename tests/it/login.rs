@@ -2,17 +2,16 @@
 
 use std::time::{Duration, Instant};
 
-use dakghar::{auth::session::COOKIE_NAME, config::ServeConfig, store::Store};
+use dakghar::{auth::session::COOKIE_NAME, store::Store};
 use reqwest::{header, StatusCode};
 
-use crate::helpers::{browser, seed_user, spawn_app, spawn_app_with, PASSWORD};
+use crate::helpers::{browser, seed_user, spawn_app, PASSWORD};
 
 on_both_backends!(
     pages_redirect_to_login_without_a_session,
     a_wrong_password_or_unknown_email_gets_the_same_answer_and_no_session,
     the_right_password_opens_events_with_the_users_email_and_account,
     signing_in_cycles_the_session_id_and_logout_destroys_it,
-    the_session_cookie_is_secure_when_served_over_https,
     server_functions_refuse_anonymous_callers,
 );
 
@@ -234,21 +233,6 @@ async fn signing_in_cycles_the_session_id_and_logout_destroys_it(store: Store) {
     );
     let res = client.get(app.url("/events")).send().await.unwrap();
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
-}
-
-async fn the_session_cookie_is_secure_when_served_over_https(store: Store) {
-    let config = ServeConfig {
-        secure_cookies: true,
-        ..ServeConfig::for_tests()
-    };
-    let app = spawn_app_with(store, config).await;
-    seed_user(&app.store, &app.clock, "acme", "ana@acme.example").await;
-    let res = sign_in(&browser(), &app.base, "ana@acme.example", PASSWORD).await;
-    let cookie = session_cookie(&res).expect("cookie");
-    assert!(
-        cookie.contains("Secure") && cookie.contains("HttpOnly"),
-        "{cookie}"
-    );
 }
 
 async fn server_functions_refuse_anonymous_callers(store: Store) {

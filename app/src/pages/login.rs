@@ -7,7 +7,10 @@ use leptos_router::hooks::use_query_map;
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let query = use_query_map();
-    let failed = move || query.read().get("error").is_some();
+    let error = move || query.read().get("error");
+    let failed = move || error().is_some_and(|e| e != "throttled");
+    let throttled = move || error().is_some_and(|e| e == "throttled");
+    let wait = move || query.read().get("wait").unwrap_or_else(|| "a few".into());
     let next = move || query.read().get("next").unwrap_or_default();
     view! {
         <Title text="Sign in" />
@@ -17,6 +20,13 @@ pub fn LoginPage() -> impl IntoView {
                 <Show when=failed>
                     <p class="notice error" role="alert">
                         "Invalid email or password."
+                    </p>
+                </Show>
+                <Show when=throttled>
+                    <p class="notice error" role="alert">
+                        "Too many failed sign-ins for this email. Try again in "
+                        {wait}
+                        " seconds."
                     </p>
                 </Show>
                 <label for="email">"Email"</label>

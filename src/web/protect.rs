@@ -1,0 +1,72 @@
+//! Browser-facing protections: cross-site form posts refused, and security
+//! headers on every response.
+
+use axum::{
+    extract::Request,
+    http::{header, HeaderValue, Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use leptos::prelude::use_context;
+
+/// The policy for pages Leptos renders: scripts only from here, the wasm
+/// module, and the inline hydration scripts carrying this response's nonce.
+pub fn page_policy(nonce: &str) -> String {
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+         style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; \
+         connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
+         frame-ancestors 'none'"
+    )
+}
+
+/// Everything else (JSON, assets, error pages) gets no inline script at all.
+const DEFAULT_POLICY: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
+     style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Called while Leptos renders a page: its nonce goes into the header.
+pub fn set_page_policy() {
+    let nonce = leptos::nonce::use_nonce();
+    let response = use_context::<leptos_axum::ResponseOptions>();
+    if let (Some(nonce), Some(response)) = (nonce, response) {
+        if let Ok(value) = HeaderValue::from_str(&page_policy(&nonce)) {
+            response.insert_header(header::CONTENT_SECURITY_POLICY, value);
+        }
+    }
+}
+
+pub async fn security_headers(req: Request, next: Next) -> Response {
+    let mut res = next.run(req).await;
+    let headers = res.headers_mut();
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(DEFAULT_POLICY));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    res
+}
+
+/// A state-changing request another site's page made (a forged form post,
+/// a login CSRF) is refused before any handler runs. The REST API is exempt:
+/// it authenticates with bearer keys a browser never attaches by itself,
+/// and its admin routes, which also take sessions, check for themselves.
+pub async fn refuse_cross_site(req: Request, next: Next) -> Response {
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if safe || req.uri().path().starts_with("/api/") || !app::port::is_cross_site(req.headers()) {
+        return next.run(req).await;
+    }
+    tracing::warn!(path = %req.uri().path(), "cross-site request refused");
+    (
+        StatusCode::FORBIDDEN,
+        "Refused: this request came from another site.",
+    )
+        .into_response()
+}
