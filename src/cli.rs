@@ -25,6 +25,7 @@ use crate::{
     demo,
     mailer::MailSettings,
     retention::RetentionSettings,
+    sealing::{self, SecretsKey},
     store::{Role, Store, StoreError},
     web::Application,
 };
@@ -102,6 +103,22 @@ struct ServeArgs {
         default_value = "Dakghar <dakghar@localhost>"
     )]
     smtp_from: String,
+    /// The key that seals endpoint signing secrets in the database: 32 bytes
+    /// in base64 (`openssl rand -base64 32`). Every node needs the same one.
+    #[arg(long, env = "DAKGHAR_SECRETS_KEY", hide_env_values = true)]
+    secrets_key: Option<String>,
+    /// Without --secrets-key: read the key from this file, creating it (mode
+    /// 0600, a fresh key) on first start. Keep a copy: sealed secrets are
+    /// lost without it. Default: secrets.key beside the SQLite file, or
+    /// data/secrets.key on Postgres.
+    #[arg(long, env = "DAKGHAR_SECRETS_KEY_FILE")]
+    secrets_key_file: Option<PathBuf>,
+    /// Sign dashboard users out after this long without a request.
+    #[arg(long, env = "DAKGHAR_SESSION_IDLE_TIMEOUT", default_value = "12h", value_parser = humantime::parse_duration)]
+    session_idle_timeout: Duration,
+    /// Sign dashboard users out this long after they signed in.
+    #[arg(long, env = "DAKGHAR_SESSION_MAX_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
+    session_max_age: Duration,
     #[command(flatten)]
     delivery: DeliveryArgs,
 }
@@ -279,8 +296,14 @@ async fn run(cli: Cli) -> CliResult {
             println!("migrations applied");
             Ok(())
         }
-        Command::Serve(args) => serve(args, store, clock).await,
-        Command::Demo(args) => demo(args, store, clock).await,
+        Command::Serve(args) => {
+            let store = with_secrets_key(store, &args, url.as_deref()).await?;
+            serve(args, store, clock).await
+        }
+        Command::Demo(args) => {
+            let store = with_secrets_key(store, &args, url.as_deref()).await?;
+            demo(args, store, clock).await
+        }
         Command::Account(AccountCmd::Create { name }) => {
             let name = name.trim();
             if name.is_empty() {
@@ -329,6 +352,56 @@ fn parse_subnet(raw: &str) -> Result<ipnet::IpNet, String> {
         .map_err(|_| format!("{raw:?} is not a subnet like 127.0.0.1/32 or fd00::/8"))
 }
 
+/// Attaches the secrets key, checks it against what is stored and seals
+/// secrets left in plaintext by an older version.
+async fn with_secrets_key(
+    store: Store,
+    args: &ServeArgs,
+    database_url: Option<&str>,
+) -> Result<Store, Box<dyn std::error::Error>> {
+    let key = match &args.secrets_key {
+        Some(text) => SecretsKey::from_base64(text).map_err(|e| format!("--secrets-key: {e}"))?,
+        None => {
+            let file = args
+                .secrets_key_file
+                .clone()
+                .unwrap_or_else(|| default_key_file(database_url));
+            let (key, created) = sealing::load_or_create(&file)?;
+            if created {
+                tracing::warn!(file = %file.display(), "created a new secrets key; back it up, and give every node the same key");
+            }
+            key
+        }
+    };
+    let store = store.with_secrets_key(key);
+    let sealed = store.seal_stored_secrets().await?;
+    if sealed > 0 {
+        tracing::info!(
+            endpoints = sealed,
+            "sealed endpoint secrets that were stored in plaintext"
+        );
+    }
+    Ok(store)
+}
+
+/// Beside the SQLite file (one folder holds the installation), else in data/.
+fn default_key_file(database_url: Option<&str>) -> PathBuf {
+    let sqlite_path = database_url
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map_or(Some(crate::store::DEFAULT_SQLITE_PATH), |u| {
+            u.strip_prefix("sqlite://")
+        })
+        .map(|p| p.split('?').next().unwrap_or(p));
+    match sqlite_path
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::parent)
+    {
+        Some(dir) => dir.join("secrets.key"),
+        None => PathBuf::from("data/secrets.key"),
+    }
+}
+
 fn serve_config(args: ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.listen,
@@ -348,6 +421,10 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
             from: args.smtp_from,
             every: Duration::from_secs(10),
         }),
+        sessions: crate::config::SessionSettings {
+            idle: args.session_idle_timeout,
+            max_age: args.session_max_age,
+        },
     }
 }
 

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod replay;
 pub mod resend;
 pub mod retention;
+pub mod sealing;
 mod services;
 pub mod store;
 pub mod web;

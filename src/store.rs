@@ -34,6 +34,36 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
     Database(sqlx::Error),
+    #[error(transparent)]
+    Sealing(#[from] crate::sealing::SealError),
+}
+
+impl StoreError {
+    /// The database is down, unreachable or locked, rather than refusing
+    /// this statement: the same call may well work in a few seconds.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                // SQLite: SQLITE_BUSY and SQLITE_LOCKED (with extended codes).
+                // Postgres: connection exceptions (08…), and the server
+                // shutting down or starting up (57P01–57P03).
+                matches!(code.as_ref(), "5" | "6" | "261" | "262" | "517")
+                    || code.starts_with("08")
+                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -67,6 +97,8 @@ pub struct Store {
     writer: Option<SqlitePool>,
     /// The Postgres schema this store lives in (tests get one each).
     pg_schema: Option<String>,
+    /// Seals endpoint secrets; without it no endpoint can be written or read.
+    secrets: Option<std::sync::Arc<crate::sealing::SecretsKey>>,
 }
 
 /// Runs the same body against whichever pool is configured. The body is
@@ -101,9 +133,11 @@ mod claimed;
 mod endpoints;
 mod events;
 mod health;
+mod login_failures;
 mod rate;
 mod replay;
 mod retention;
+mod sealed_secrets;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use alerts::{ExpiredSince, ExpiringSoon};
@@ -488,36 +522,40 @@ impl Store {
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING *";
         let id = ids::new_id(ids::ENDPOINT);
         let types = serde_json::to_string(&new.event_types).unwrap_or_else(|_| "[]".into());
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let sealed = self.secrets_key()?.seal(&id, &new.secret);
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(&id)
             .bind(&new.account_id)
             .bind(&new.url)
             .bind(&new.description)
             .bind(&types)
-            .bind(&new.secret)
+            .bind(&sealed)
             .bind(new.rate_limit_per_sec)
             .bind(new.max_in_flight)
             .bind(now.millis())
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     /// An endpoint of this account; another account's id is simply not found.
     pub async fn endpoint(&self, account_id: &str, id: &str) -> Result<Endpoint> {
         let sql = "SELECT * FROM endpoints WHERE account_id = $1 AND id = $2";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(account_id)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     pub async fn list_endpoints(&self, account_id: &str) -> Result<Vec<Endpoint>> {
         let sql = "SELECT * FROM endpoints WHERE account_id = $1 ORDER BY created_at, id";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let eps = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(account_id)
             .fetch_all(p)
-            .await)?)
+            .await)?;
+        self.opened_all(eps)
     }
 
     pub async fn set_endpoint_state(
@@ -530,14 +568,15 @@ impl Store {
     ) -> Result<Endpoint> {
         let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3 \
                    WHERE account_id = $4 AND id = $5 RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(state)
             .bind(reason)
             .bind(now.millis())
             .bind(account_id)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     // ---- events and deliveries --------------------------------------------

@@ -47,6 +47,7 @@ fn node(url: &str) -> Child {
         .args(["--allow-subnets", "127.0.0.1/32"])
         .env_remove("DATABASE_URL")
         .env("DAKGHAR_DATABASE_URL", url)
+        .env("DAKGHAR_SECRETS_KEY", helpers::TEST_SECRETS_KEY)
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -85,11 +86,7 @@ async fn three_nodes_share_the_queue_and_a_killed_one_loses_nothing() {
         receivers.push(rx);
     }
 
-    let url = format!(
-        "{}?options[search_path]={}",
-        db.url(),
-        store.pg_schema().unwrap()
-    );
+    let url = db.process_url();
     let mut nodes: Vec<Child> = (0..3).map(|_| node(&url)).collect();
 
     // Queue the events from 8 producers at once.

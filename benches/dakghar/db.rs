@@ -29,13 +29,23 @@ pub struct BenchDb {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// The bench's store and its `dakghar serve` child seal with the same key.
+pub const SECRETS_KEY: &str = "YmVuY2ggc2VjcmV0cyBrZXksIDMyIGJ5dGVzIGxvbmc=";
+
+fn secrets_key() -> dakghar::sealing::SecretsKey {
+    dakghar::sealing::SecretsKey::from_base64(SECRETS_KEY).unwrap()
+}
+
 impl BenchDb {
     pub async fn new(backend: &Backend) -> BenchDb {
         match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
                 let url = format!("sqlite://{}", dir.path().join("bench.db").display());
-                let store = Store::connect(Some(&url)).await.unwrap();
+                let store = Store::connect(Some(&url))
+                    .await
+                    .unwrap()
+                    .with_secrets_key(secrets_key());
                 store.migrate().await.unwrap();
                 BenchDb {
                     store,
@@ -46,7 +56,10 @@ impl BenchDb {
             }
             Backend::Postgres(url) => {
                 let schema = format!("bench_{}", ids::random_token(12).to_lowercase());
-                let store = postgres::connect(url, Some(&schema)).await.unwrap();
+                let store = postgres::connect(url, Some(&schema))
+                    .await
+                    .unwrap()
+                    .with_secrets_key(secrets_key());
                 store.migrate().await.unwrap();
                 let sep = if url.contains('?') { '&' } else { '?' };
                 BenchDb {

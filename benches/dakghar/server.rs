@@ -36,6 +36,7 @@ impl Server {
             .args(extra)
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db_url)
+            .env("DAKGHAR_SECRETS_KEY", crate::db::SECRETS_KEY)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .stdin(Stdio::null())

@@ -28,11 +28,12 @@ impl Store {
     pub async fn failing_below_tier(&self, tier: i64, since: Timestamp) -> Result<Vec<Endpoint>> {
         let sql = "SELECT * FROM endpoints WHERE failing_since IS NOT NULL \
                    AND failing_since <= $1 AND alert_level < $2 AND state <> 'disabled'";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let eps = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(since.millis())
             .bind(tier)
             .fetch_all(p)
-            .await)?)
+            .await)?;
+        self.opened_all(eps)
     }
 
     /// Raises the tier; `true` for the one caller that did (it alerts).

@@ -45,7 +45,11 @@ impl Store {
             Ok::<_, sqlx::Error>((endpoints, events))
         })?;
         Ok(BatchInputs {
-            endpoints: endpoints.into_iter().map(|e| (e.id.clone(), e)).collect(),
+            endpoints: self
+                .opened_all(endpoints)?
+                .into_iter()
+                .map(|e| (e.id.clone(), e))
+                .collect(),
             events: events
                 .into_iter()
                 .map(|w| (w.delivery_id, w.event))

@@ -37,7 +37,7 @@ impl Store {
         let sql = "UPDATE endpoints SET url = $1, description = $2, event_types = $3, \
                    rate_limit_per_sec = $4, max_in_flight = $5, updated_at = $6 \
                    WHERE account_id = $7 AND id = $8 RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(patch.url.unwrap_or(current.url))
             .bind(patch.description.unwrap_or(current.description))
             .bind(&types)
@@ -51,7 +51,8 @@ impl Store {
             .bind(account_id)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     /// Deletes the endpoint and, through the foreign keys, its deliveries.
@@ -83,12 +84,13 @@ impl Store {
                    transient_streak = 0, circuit_state = 'closed', circuit_open_until = NULL, \
                    circuit_cooldown_ms = 0, updated_at = $1 \
                    WHERE account_id = $2 AND id = $3 AND state <> 'disabled' RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(now.millis())
             .bind(account_id)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     /// The old secret keeps signing beside the new one until `old_valid_until`.
@@ -103,23 +105,26 @@ impl Store {
         let sql =
             "UPDATE endpoints SET previous_secret = secret, previous_secret_expires_at = $1, \
                    secret = $2, updated_at = $3 WHERE account_id = $4 AND id = $5 RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let sealed = self.secrets_key()?.seal(id, new_secret);
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(old_valid_until.millis())
-            .bind(new_secret)
+            .bind(&sealed)
             .bind(now.millis())
             .bind(account_id)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     /// For the engine, which works across accounts.
     pub async fn endpoint_by_id(&self, id: &str) -> Result<Endpoint> {
         let sql = "SELECT * FROM endpoints WHERE id = $1";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     /// A 2xx: streaks reset, circuit closed, failing-since cleared.
@@ -147,13 +152,14 @@ impl Store {
                    failure_streak = CASE WHEN $2 THEN failure_streak + 1 ELSE failure_streak END, \
                    failing_since = COALESCE(failing_since, $3), updated_at = $3 \
                    WHERE id = $4 RETURNING *";
-        Ok(on_writer!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+        let ep = on_writer!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(transient)
             .bind(permanent)
             .bind(now.millis())
             .bind(id)
             .fetch_one(p)
-            .await)?)
+            .await)?;
+        self.opened(ep)
     }
 
     pub async fn open_circuit(

@@ -26,7 +26,9 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         .journal_mode(SqliteJournalMode::Wal)
         // WAL + NORMAL survives a process crash; only power loss can drop the last commits.
         .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(10))
+        // Short enough that a producer hears 503 and retries instead of
+        // hanging while another process holds the file locked.
+        .busy_timeout(Duration::from_secs(5))
         .foreign_keys(true);
     let connect_error = |e: sqlx::Error| StoreError::Connect {
         url: display_path(&path),
@@ -48,6 +50,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         pool: Pool::Sqlite(pool),
         writer: Some(writer),
         pg_schema: None,
+        secrets: None,
     })
 }
 

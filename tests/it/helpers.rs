@@ -1,7 +1,10 @@
 //! Test fixtures: a fresh database per test on either backend, a running
 //! server on a free port, and seeded accounts.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +69,13 @@ macro_rules! on_both_backends_db {
     };
 }
 
+/// The key every test store and test binary seals endpoint secrets with.
+pub const TEST_SECRETS_KEY: &str = "dGVzdCBzZWNyZXRzIGtleSwgMzIgYnl0ZXMgbG9uZyE=";
+
+pub fn test_secrets_key() -> dakghar::sealing::SecretsKey {
+    dakghar::sealing::SecretsKey::from_base64(TEST_SECRETS_KEY).expect("a valid test key")
+}
+
 pub struct TestDb {
     pub store: Store,
     schema: Option<String>,
@@ -78,7 +88,10 @@ impl TestDb {
     pub async fn sqlite() -> TestDb {
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}", dir.path().join("dakghar.db").display());
-        let store = Store::connect(Some(&url)).await.expect("open sqlite");
+        let store = Store::connect(Some(&url))
+            .await
+            .expect("open sqlite")
+            .with_secrets_key(test_secrets_key());
         store.migrate().await.expect("migrate sqlite");
         TestDb {
             store,
@@ -98,7 +111,8 @@ impl TestDb {
         let schema = format!("t_{}", ids::random_token(16).to_lowercase());
         let store = postgres::connect(&url, Some(&schema))
             .await
-            .expect("connect to TEST_DATABASE_URL");
+            .expect("connect to TEST_DATABASE_URL")
+            .with_secrets_key(test_secrets_key());
         store.migrate().await.expect("migrate postgres");
         Some(TestDb {
             store,
@@ -108,10 +122,41 @@ impl TestDb {
         })
     }
 
-    /// The database URL (for Postgres without the test's schema).
+    /// The URL a `dakghar` child process opens: for Postgres, with this
+    /// test's schema as its search path.
     #[allow(dead_code)] // used by the separate cluster test binary
-    pub fn url(&self) -> &str {
-        &self.url
+    pub fn process_url(&self) -> String {
+        match &self.schema {
+            Some(schema) => format!("{}?options[search_path]={schema}", self.url),
+            None => self.url.clone(),
+        }
+    }
+
+    /// Postgres only: the address of the database server.
+    #[allow(dead_code)]
+    pub async fn postgres_addr(&self) -> Option<SocketAddr> {
+        self.schema.as_ref()?;
+        let url = reqwest::Url::parse(&self.url).expect("TEST_DATABASE_URL is a URL");
+        let host = url.host_str().unwrap_or("127.0.0.1").to_string();
+        let port = url.port().unwrap_or(5432);
+        let mut found = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .expect("resolve the Postgres host");
+        found.next()
+    }
+
+    /// Postgres only: a store of this test's schema that connects to `addr`
+    /// (a proxy in front of the server) instead.
+    #[allow(dead_code)]
+    pub async fn postgres_store_at(&self, addr: SocketAddr) -> Option<Store> {
+        let schema = self.schema.as_ref()?;
+        let mut url = reqwest::Url::parse(&self.url).expect("TEST_DATABASE_URL is a URL");
+        url.set_host(Some(&addr.ip().to_string())).unwrap();
+        url.set_port(Some(addr.port())).unwrap();
+        let store = postgres::connect(url.as_str(), Some(schema))
+            .await
+            .expect("connect through the proxy");
+        Some(store.with_secrets_key(test_secrets_key()))
     }
 
     /// A second connection pool on the same database, as another node of
@@ -121,7 +166,9 @@ impl TestDb {
             Some(schema) => postgres::connect(&self.url, Some(schema)).await,
             None => Store::connect(Some(&self.url)).await,
         };
-        store.expect("connect another node")
+        store
+            .expect("connect another node")
+            .with_secrets_key(test_secrets_key())
     }
 
     /// Drops the test's schema; a failed test leaves it behind to inspect.

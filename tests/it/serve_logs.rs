@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 use crate::receiver::Receiver;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
+const SECRETS_KEY: &str = "bG9nIHRlc3Qgc2VjcmV0cyBrZXksIDMyIGJ5dGVzISE=";
+const PASSWORD: &str = "log test password 5d1e";
 
 fn run(db: &str, args: &[&str]) -> String {
     let out = Command::new(BIN)
@@ -39,6 +41,7 @@ impl Server {
             .args(["--allow-subnets", "127.0.0.1/32"])
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db)
+            .env("DAKGHAR_SECRETS_KEY", SECRETS_KEY)
             // The most a curious operator would turn on.
             .env("RUST_LOG", "debug")
             .stdout(Stdio::null())
@@ -92,6 +95,19 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
     let db = format!("sqlite://{}", dir.path().join("logs.db").display());
     run(&db, &["account", "create", "--name", "acme"]);
     let key = run(&db, &["api-key", "create", "--account", "acme"]);
+    run(
+        &db,
+        &[
+            "user",
+            "create",
+            "--email",
+            "ana@acme.example",
+            "--account",
+            "acme",
+            "--password",
+            PASSWORD,
+        ],
+    );
 
     let server = Server::start(&db);
     let serving = server.wait_for_log("is serving").await;
@@ -125,6 +141,22 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
         .unwrap();
     assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
 
+    let browser = reqwest::Client::builder()
+        .cookie_store(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    for password in ["a wrong password 77aa", PASSWORD] {
+        let res = browser
+            .post(format!("{base}/login"))
+            .form(&[("email", "ana@acme.example"), ("password", password)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), reqwest::StatusCode::SEE_OTHER);
+    }
+    server.wait_for_log("signed in").await;
+
     rx.wait_for(1).await;
     let attempt = server.wait_for_log("engine: attempt ").await;
     let finished = server.wait_for_log("delivery finished").await;
@@ -152,11 +184,49 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
         ("the endpoint secret", secret_b64),
         ("the signature", signature_b64),
         ("the payload", marker),
+        ("the secrets key", SECRETS_KEY),
+        ("the password", PASSWORD),
+        ("the wrong password", "a wrong password 77aa"),
     ] {
         assert!(!log.contains(needle), "{what} leaked into the log:\n{log}");
     }
     assert!(
         !log.to_lowercase().contains("bearer"),
         "an Authorization header leaked:\n{log}"
+    );
+
+    // At rest: the database files hold the sealed secret, never the secret.
+    let mut stored = Vec::new();
+    for file in ["logs.db", "logs.db-wal"] {
+        stored.extend(std::fs::read(dir.path().join(file)).unwrap_or_default());
+    }
+    let stored = String::from_utf8_lossy(&stored);
+    assert!(stored.contains(dakghar::sealing::PREFIX));
+    assert!(
+        !stored.contains(secret_b64),
+        "the secret is in the database file"
+    );
+    assert!(
+        !stored.contains(&key),
+        "the API key is in the database file"
+    );
+
+    // Another key does not open those secrets: the server refuses to start.
+    let refused = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("DATABASE_URL")
+        .env("DAKGHAR_DATABASE_URL", &db)
+        .env(
+            "DAKGHAR_SECRETS_KEY",
+            "b3RoZXIga2V5LCBhbHNvIDMyIGJ5dGVzIGxvbmchISE=",
+        )
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("does not open with this secrets key"),
+        "{said}"
     );
 }
