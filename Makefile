@@ -13,7 +13,7 @@ export LEPTOS_OUTPUT_NAME := dakghar
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build tools lint test-rust e2e e2e-deps bench clean
+.PHONY: run test build tools lint test-rust e2e e2e-deps bench fuzz clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -45,6 +45,12 @@ e2e: build e2e-deps
 # burns down 100 k events × 10 endpoints instead of × 1.
 bench:
 	cargo bench --bench dakghar
+
+# The property tests of the parsers that take outside input (Retry-After,
+# endpoint URLs, the ingest body), with far more cases than `make test` runs.
+FUZZ_CASES ?= 200000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) cargo test -p dakghar --lib --release fuzz_
 
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

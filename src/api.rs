@@ -7,6 +7,8 @@ pub mod endpoint_url;
 pub(crate) mod endpoints;
 pub mod error;
 pub mod events;
+mod ingest_body;
+mod lookalike_host;
 pub mod openapi;
 
 use axum::{

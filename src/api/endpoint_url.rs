@@ -28,6 +28,9 @@ impl EndpointUrl {
         if !url.username().is_empty() || url.password().is_some() {
             return Err("url must not contain a user name or password".into());
         }
+        if let Some(reason) = url.host_str().and_then(super::lookalike_host::refuse) {
+            return Err(format!("url {reason}"));
+        }
         Ok(EndpointUrl(url.to_string()))
     }
 
@@ -62,10 +65,31 @@ mod tests {
             ("not a url", "not a valid URL"),
             ("http://", "not a valid URL"),
             (long.as_str(), "longer than 2048"),
+            ("https://pаypal.com/hook", "could pass for another name"),
         ];
         for (raw, expect) in table {
             let err = EndpointUrl::parse(raw).unwrap_err();
             assert!(err.contains(expect), "{raw}: {err}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fuzz_endpoint_urls_are_checked_once_and_stay_valid(
+            raw in proptest::prop_oneof![
+                "\\PC{0,80}",
+                "(https?|ftp|javascript|file)://([a-z0-9.@:-]|\\PC){0,30}(/[\\PC]{0,20})?",
+                "https?://[0-9x.]{1,20}(:[0-9]{1,6})?/",
+            ]
+        ) {
+            if let Ok(url) = EndpointUrl::parse(&raw) {
+                let again = EndpointUrl::parse(url.as_str());
+                proptest::prop_assert_eq!(again.as_ref(), Ok(&url), "normalising twice changes nothing");
+                let parsed = url::Url::parse(url.as_str()).unwrap();
+                proptest::prop_assert!(matches!(parsed.scheme(), "http" | "https"));
+                proptest::prop_assert!(parsed.username().is_empty() && parsed.password().is_none());
+                proptest::prop_assert!(parsed.host_str().is_some_and(|h| !h.is_empty()));
+            }
         }
     }
 }

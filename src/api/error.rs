@@ -84,11 +84,14 @@ impl ApiError {
     }
 
     pub fn unavailable() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the database is not reachable right now; nothing was stored, try again",
-        )
+        ApiError {
+            retry_after_secs: Some(5),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "the database is not reachable right now; nothing was stored, try again",
+            )
+        }
     }
 }
 
@@ -106,7 +109,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound => ApiError::not_found("resource"),
             StoreError::Conflict(what) => ApiError::conflict(format!("{what} already exists")),
-            StoreError::Database(sqlx::Error::PoolTimedOut | sqlx::Error::Io(_)) => {
+            e if e.is_unavailable() => {
                 tracing::error!(error = %e, "database unavailable");
                 ApiError::unavailable()
             }

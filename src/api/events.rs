@@ -5,41 +5,24 @@ use std::collections::HashMap;
 use axum::{
     body::Body,
     extract::{Path, Query, State},
-    http::{header, HeaderMap, StatusCode},
+    http::{HeaderMap, StatusCode},
     Json,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{
     caller::Caller,
     error::{or_not_found, ApiError, ApiResult},
+    ingest_body::{read_event, too_large, EventIn, Incoming, MAX_PAYLOAD_BYTES},
 };
 use crate::{
     clock::Timestamp,
     delivery::classify::explain,
-    ids,
     resend::{self, ResendError},
     store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
     web::AppState,
 };
-
-pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
-const MAX_ID_CHARS: usize = 255;
-
-/// An event from a producer. `payload` is any JSON value, stored byte for byte.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[schema(as = EventIn)]
-struct EventIn<'a> {
-    /// Your id for the event; repeated ids are idempotent. Generated if absent.
-    id: Option<String>,
-    #[serde(rename = "type")]
-    #[schema(rename = "type")]
-    event_type: Option<String>,
-    #[serde(borrow)]
-    #[schema(value_type = Object)]
-    payload: Option<&'a RawValue>,
-}
 
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct IngestOut {
@@ -76,67 +59,22 @@ pub async fn ingest(
     body: Body,
 ) -> ApiResult<(StatusCode, Json<IngestOut>)> {
     let ctx = &state.ctx;
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !is_json {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "send the event as content-type: application/json",
-        ));
-    }
     // Room for the envelope around a payload at the limit.
     let body = axum::body::to_bytes(body, MAX_PAYLOAD_BYTES + 4096)
         .await
         .map_err(|_| too_large())?;
-    let input: EventIn = serde_json::from_slice(&body)
-        .map_err(|e| bad("invalid_json", format!("body is not valid JSON: {e}")))?;
-    let event_type = input
-        .event_type
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| bad("missing_type", "\"type\" is required"))?;
-    if event_type.len() > 255 {
-        return Err(bad(
-            "invalid_type",
-            "\"type\" must be at most 255 characters",
-        ));
-    }
-    let payload = input
-        .payload
-        .ok_or_else(|| bad("missing_payload", "\"payload\" is required"))?;
-    if payload.get().len() > MAX_PAYLOAD_BYTES {
-        return Err(too_large());
-    }
-    let header_key = headers.get("idempotency-key").map(|v| {
-        v.to_str()
-            .map(str::to_string)
-            .map_err(|_| bad("invalid_id", "Idempotency-Key must be printable text"))
-    });
-    let header_key = header_key.transpose()?;
-    let id = match (input.id, header_key) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(bad("conflicting_id", "\"id\" and Idempotency-Key differ"))
-        }
-        (Some(id), _) | (None, Some(id)) => id,
-        (None, None) => ids::new_id(ids::EVENT),
-    };
-    if id.is_empty() || id.chars().count() > MAX_ID_CHARS || id.chars().any(char::is_control) {
-        return Err(bad(
-            "invalid_id",
-            format!("event id must be 1 to {MAX_ID_CHARS} printable characters"),
-        ));
-    }
+    let Incoming {
+        id,
+        event_type,
+        payload,
+    } = read_event(&headers, &body)?;
     let now = ctx.clock.now();
     let settings = ctx.engine.settings();
     let new = NewEvent {
         account_id: caller.account_id.clone(),
         id: id.clone(),
         event_type,
-        payload: payload.get().as_bytes().to_vec(),
+        payload,
     };
     let deliveries = match ctx
         .store
@@ -166,14 +104,6 @@ pub async fn ingest(
             .collect(),
     };
     Ok((StatusCode::ACCEPTED, Json(out)))
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        format!("payload is larger than {} KiB", MAX_PAYLOAD_BYTES / 1024),
-    )
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -82,4 +82,22 @@ mod tests {
         assert!(far > Duration::from_secs(72 * 3600));
         assert_eq!(parse("Sun, 32 Nov 1994 08:49:37 GMT", RFC_EXAMPLE), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn fuzz_retry_after_never_panics_and_reads_what_it_can(value in "\\PC{0,40}", now in 0i64..=i64::MAX / 2) {
+            let parsed = parse(&value, Timestamp(now));
+            let trimmed = value.trim();
+            if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+                proptest::prop_assert_eq!(parsed, trimmed.parse::<u64>().ok().map(Duration::from_secs));
+            }
+        }
+
+        #[test]
+        fn fuzz_retry_after_seconds_and_dates_round_trip(secs in 0u64..=u64::MAX, ahead in 0u64..10_000_000) {
+            proptest::prop_assert_eq!(parse(&secs.to_string(), RFC_EXAMPLE), Some(Duration::from_secs(secs)));
+            let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(RFC_EXAMPLE.millis() as u64) + Duration::from_secs(ahead));
+            proptest::prop_assert_eq!(parse(&date, RFC_EXAMPLE), Some(Duration::from_secs(ahead)));
+        }
+    }
 }
