@@ -26,6 +26,22 @@ test('the right password reaches Events, and a reload keeps the session', async 
   await expect(page.getByTestId('user-email')).toHaveText(USER.email);
 });
 
+test('pages run under their Content-Security-Policy with nothing refused', async ({ page }, info) => {
+  const refused: string[] = [];
+  page.on('console', (message) => {
+    if (message.text().includes('Content Security Policy')) refused.push(message.text());
+  });
+  const login = await page.goto('/login');
+  expect(login?.headers()['content-security-policy']).toContain("'nonce-");
+  expect(login?.headers()['x-content-type-options']).toBe('nosniff');
+  await signIn(page, info);
+  await expect(page).toHaveURL(/\/events$/);
+  await ready(page, info);
+  await page.goto('/endpoints');
+  await ready(page, info);
+  expect(refused).toEqual([]);
+});
+
 test('logout ends the session and Events sends you back to sign in', async ({ page }, info) => {
   await signIn(page, info);
   await expect(page).toHaveURL(/\/events$/);
