@@ -12,7 +12,7 @@ use dakghar::{
 };
 use reqwest::{header, StatusCode};
 
-use crate::helpers::{browser, seed_user, spawn_app, spawn_app_with, TestApp, PASSWORD};
+use crate::helpers::{browser, location, seed_user, spawn_app, spawn_app_with, TestApp, PASSWORD};
 
 on_both_backends!(
     failed_logins_lock_the_email_for_longer_each_time_and_no_one_else,
@@ -23,14 +23,6 @@ on_both_backends!(
     pages_carry_a_nonce_csp_and_every_response_the_security_headers,
     the_secure_cookie_uses_the_host_prefix,
 );
-
-fn location(res: &reqwest::Response) -> String {
-    res.headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
-}
 
 async fn sign_in(client: &reqwest::Client, app: &TestApp, email: &str, password: &str) -> String {
     let res = client

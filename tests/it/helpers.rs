@@ -278,6 +278,15 @@ pub async fn spawn_node(store: Store, config: ServeConfig, clock: TestClock) -> 
     }
 }
 
+/// Where a redirect points.
+pub fn location(res: &reqwest::Response) -> String {
+    res.headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// A client that keeps cookies and does not follow redirects, so tests see
 /// exactly what the server answered.
 pub fn browser() -> reqwest::Client {

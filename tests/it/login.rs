@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use dakghar::{auth::session::COOKIE_NAME, store::Store};
 use reqwest::{header, StatusCode};
 
-use crate::helpers::{browser, seed_user, spawn_app, PASSWORD};
+use crate::helpers::{browser, location, seed_user, spawn_app, PASSWORD};
 
 on_both_backends!(
     pages_redirect_to_login_without_a_session,
@@ -14,14 +14,6 @@ on_both_backends!(
     signing_in_cycles_the_session_id_and_logout_destroys_it,
     server_functions_refuse_anonymous_callers,
 );
-
-fn location(res: &reqwest::Response) -> String {
-    res.headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
-}
 
 fn session_cookie(res: &reqwest::Response) -> Option<String> {
     res.headers()
