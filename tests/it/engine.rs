@@ -388,14 +388,16 @@ async fn redirects_are_recorded_not_followed(store: Store) {
     let rx = Receiver::start().await;
     let elsewhere = Receiver::start().await;
     api.endpoint(&rx).await;
-    rx.script_with_headers(302, vec![("location", elsewhere.url.clone())]);
-    let ev = send_many(&api, 1).await;
+    for status in [302, 308] {
+        rx.script_with_headers(status, vec![("location", elsewhere.url.clone())]);
+        let ev = send_many(&api, 1).await;
 
-    api.tick().await;
-    assert_eq!(elsewhere.count(), 0, "the redirect was not followed");
-    let d = api.delivery(&ev[0]).await;
-    assert_eq!(d.state(), Some(DeliveryState::Pending), "3xx is retried");
-    assert_eq!((d.attempts, d.last_status), (1, Some(302)));
+        api.tick().await;
+        assert_eq!(elsewhere.count(), 0, "the {status} was not followed");
+        let d = api.delivery(&ev[0]).await;
+        assert_eq!(d.state(), Some(DeliveryState::Pending), "3xx is retried");
+        assert_eq!((d.attempts, d.last_status), (1, Some(i64::from(status))));
+    }
 }
 
 async fn large_and_binary_response_bodies_are_capped_and_stored_safely(store: Store) {
