@@ -850,9 +850,17 @@ impl Store {
     /// Tells the workers of every node that work is due now. Within one
     /// process the engine wakes its own workers; Postgres carries it further.
     pub async fn announce_work(&self) -> Result<()> {
+        self.announce_work_from("").await
+    }
+
+    /// Like `announce_work`, naming the node that announces, so its own
+    /// listener can let it pass (its workers were woken directly).
+    pub async fn announce_work_from(&self, origin: &str) -> Result<()> {
         match &self.pool {
             Pool::Sqlite(_) => Ok(()),
-            Pool::Postgres(p) => postgres::announce_work(p, self.pg_schema.as_deref()).await,
+            Pool::Postgres(p) => {
+                postgres::announce_work(p, self.pg_schema.as_deref(), origin).await
+            }
         }
     }
 

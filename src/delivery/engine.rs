@@ -3,7 +3,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -19,7 +22,10 @@ use super::{
 };
 use crate::{
     clock::{SharedClock, Timestamp},
-    store::{AttemptRecord, Completion, Delivery, Endpoint, Event, Store, StoreError, Transition},
+    store::{
+        AttemptRecord, Backend, Completion, Delivery, Endpoint, Event, Store, StoreError,
+        Transition,
+    },
 };
 
 /// Runs before each request; tests use it to plant worker faults.
@@ -31,6 +37,10 @@ pub struct Engine {
     client: reqwest::Client,
     settings: DeliverySettings,
     wake: Arc<Notify>,
+    /// This engine's name in work announcements, to skip its own.
+    node_id: String,
+    /// An announcement is queued and not yet sent: later events ride on it.
+    announcing: Arc<AtomicBool>,
     recorder: Recorder,
     /// When this node last looked for expired leases.
     last_rescue: Mutex<Option<Timestamp>>,
@@ -61,6 +71,8 @@ impl Engine {
             clock,
             settings,
             wake: Arc::new(Notify::new()),
+            node_id: crate::ids::random_token(16),
+            announcing: Arc::new(AtomicBool::new(false)),
             running: Mutex::new(HashMap::new()),
             fault_hook: Mutex::new(None),
         }))
@@ -77,9 +89,24 @@ impl Engine {
         // every extra worker woken spends a claim transaction finding
         // nothing. A worker that claims something looks again at once.
         self.wake.notify_one();
-        if let Err(e) = self.store.announce_work().await {
-            tracing::warn!(error = %e, "could not announce new work to other nodes; they will poll");
+        // The producer does not wait for the NOTIFY round trip. While one is
+        // queued, later events skip theirs: the queued one clears the flag
+        // before it is sent, so it goes out after every event that skipped.
+        if self.store.backend() != Backend::Postgres || self.announcing.swap(true, Ordering::AcqRel)
+        {
+            return;
         }
+        let (store, flag, origin) = (
+            self.store.clone(),
+            Arc::clone(&self.announcing),
+            self.node_id.clone(),
+        );
+        tokio::spawn(async move {
+            flag.store(false, Ordering::Release);
+            if let Err(e) = store.announce_work_from(&origin).await {
+                tracing::warn!(error = %e, "could not announce new work to other nodes; they will poll");
+            }
+        });
     }
 
     pub fn set_fault_hook(&self, hook: Option<FaultHook>) {
@@ -236,6 +263,9 @@ impl Engine {
                 _ = shutdown.cancelled() => return,
                 // recv reconnects by itself after a dropped connection.
                 got = listener.recv() => match got {
+                    // Our own news: wake() already woke a worker here, and
+                    // a second one would only claim nothing.
+                    Ok(n) if n.payload() == self.node_id => {}
                     Ok(_) => self.wake.notify_one(),
                     Err(e) => {
                         tracing::warn!(error = %e, "listening for work failed; retrying");

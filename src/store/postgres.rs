@@ -119,9 +119,11 @@ pub(super) fn work_channel(schema: Option<&str>) -> String {
     format!("dakghar_work_{}", schema.unwrap_or("public"))
 }
 
-pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>) -> Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')")
+/// `origin` (a node's id, or empty) lets that node ignore its own news.
+pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &str) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
         .bind(work_channel(schema))
+        .bind(origin)
         .execute(pool)
         .await?;
     Ok(())
