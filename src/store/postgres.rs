@@ -73,7 +73,7 @@ pub(super) async fn claim_due(
     limit: i64,
 ) -> Result<Vec<Delivery>> {
     let sql = format!(
-        "WITH slots AS ({CLAIM_SLOTS}), \
+        "WITH slots AS MATERIALIZED ({CLAIM_SLOTS}), \
            picked AS ( \
              SELECT c.id, c.next_attempt_at FROM slots s \
              CROSS JOIN LATERAL ( \
@@ -92,8 +92,15 @@ pub(super) async fn claim_due(
     // simply pending again and its attempt's result is refused as a lost
     // claim, so the delivery is sent again (at least once still holds).
     // Not waiting for the WAL flush shortens how long the claim lock is held.
+    //
+    // No bitmap scans: every delivery leaves a dead entry in the small
+    // in-flight index when it moves on, and only a plain index scan marks
+    // such entries dead for the next scan to skip. Under bitmap scans each
+    // claim re-read every dead entry since the last vacuum: at a million
+    // queued deliveries a claim took 43 ms instead of a few.
     sqlx::query(
         "SELECT set_config('synchronous_commit', 'off', true), \
+                set_config('enable_bitmapscan', 'off', true), \
                 pg_advisory_xact_lock($1, hashtext(current_schema()))",
     )
     .bind(CLAIM_LOCK)
