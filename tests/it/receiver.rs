@@ -119,9 +119,21 @@ impl Receiver {
     }
 }
 
+struct OpenRequest<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for OpenRequest<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
     let open = inner.open.fetch_add(1, Ordering::SeqCst) + 1;
     inner.most_open.fetch_max(open, Ordering::SeqCst);
+    // Counted down however the request ends: a sender killed mid-request
+    // drops this handler during its sleep, and a leaked count would show
+    // as one request too many open for the rest of the test.
+    let counted = OpenRequest(&inner.open);
     let secret = inner.secret.lock().unwrap().clone();
     let verified = secret.map(|s| {
         standardwebhooks::Webhook::new(&s)
@@ -135,7 +147,7 @@ async fn answer(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes
     });
     let delay = *inner.delay.lock().unwrap();
     tokio::time::sleep(delay).await;
-    inner.open.fetch_sub(1, Ordering::SeqCst);
+    drop(counted);
     let (status, extra) = inner
         .script
         .lock()
