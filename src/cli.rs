@@ -386,17 +386,12 @@ async fn with_secrets_key(
 
 /// Beside the SQLite file (one folder holds the installation), else in data/.
 fn default_key_file(database_url: Option<&str>) -> PathBuf {
-    let sqlite_path = database_url
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map_or(Some(crate::store::DEFAULT_SQLITE_PATH), |u| {
-            u.strip_prefix("sqlite://")
-        })
-        .map(|p| p.split('?').next().unwrap_or(p));
-    match sqlite_path
-        .map(std::path::Path::new)
-        .and_then(std::path::Path::parent)
-    {
+    let url = crate::store::database_url(database_url);
+    let sqlite_dir = url
+        .strip_prefix("sqlite://")
+        .map(|p| p.split('?').next().unwrap_or(p))
+        .and_then(|p| std::path::Path::new(p).parent());
+    match sqlite_dir {
         Some(dir) => dir.join("secrets.key"),
         None => PathBuf::from("data/secrets.key"),
     }

@@ -10,7 +10,7 @@ mod models;
 pub mod postgres;
 pub mod sqlite;
 
-use std::str::FromStr;
+use std::{str::FromStr, sync::LazyLock};
 
 pub use models::*;
 use sqlx::{PgPool, SqlitePool};
@@ -169,19 +169,33 @@ fn placeholders(from: usize, n: usize) -> String {
 }
 
 /// Endpoints with free slots and due work: `(id, free)`, `$1` now.
-fn open_slots_sql() -> String {
+/// Built once: every claim and every poll runs it.
+static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "SELECT id, free FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
            SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
              AND d.next_attempt_at <= $1)"
     )
-}
+});
+
+/// Whether any endpoint has a free slot and due work.
+static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| format!("{} LIMIT 1", *OPEN_SLOTS));
 
 /// Connections per process unless `--database-pool` says otherwise.
 pub const DEFAULT_POOL: u32 = 16;
 
 /// Where the SQLite database lives when no URL is configured.
 pub const DEFAULT_SQLITE_PATH: &str = "data/dakghar.db";
+
+/// The database a configured URL names: blank or none is the embedded
+/// SQLite file.
+pub fn database_url(configured: Option<&str>) -> String {
+    configured
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("sqlite://{DEFAULT_SQLITE_PATH}"))
+}
 
 /// Hides the password of a database URL before it is shown to anyone.
 pub fn redact_url(url: &str) -> String {
@@ -309,11 +323,7 @@ impl Store {
     /// Like `connect`, with at most `max_connections` open (on SQLite: the
     /// readers; the delivery path's writer is one more).
     pub async fn connect_pooled(url: Option<&str>, max_connections: u32) -> Result<Store> {
-        let url = url
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("sqlite://{DEFAULT_SQLITE_PATH}"));
+        let url = database_url(url);
         let scheme = url.split(':').next().unwrap_or_default();
         match scheme {
             "sqlite" => sqlite::connect(&url, max_connections).await,
@@ -715,8 +725,7 @@ impl Store {
                 // Most polls and wakes find nothing due: learn that from a
                 // plain read before taking the one writer. (On Postgres the
                 // same probe measured slower than just claiming.)
-                let any = format!("{} LIMIT 1", open_slots_sql());
-                let found = sqlx::query(&any)
+                let found = sqlx::query(&ANY_OPEN_SLOT)
                     .bind(now.millis())
                     .fetch_optional(p)
                     .await?;

@@ -1,6 +1,6 @@
 //! The scale-out backend: many nodes share one Postgres and one queue.
 
-use std::time::Duration;
+use std::{sync::LazyLock, time::Duration};
 
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
@@ -8,8 +8,8 @@ use sqlx::{
 };
 
 use super::{
-    endpoints::ENDPOINT_SUCCEEDED, parse_options, redact_url, Completion, Delivery, Pool, Result,
-    Store, StoreError, CLAIM_SLOTS,
+    endpoints::ENDPOINT_SUCCEEDED, parse_options, redact_url, Completion, Delivery, Outcome, Pool,
+    Result, Store, StoreError, CLAIM_SLOTS,
 };
 use crate::clock::Timestamp;
 
@@ -61,18 +61,10 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims run one at a time across all nodes (a transaction-scoped advisory
-/// lock), so the free slots each claim sees (`CLAIM_SLOTS`) are exact.
-/// Each endpoint with free slots gives at most that many of its oldest due
-/// rows (an index walk per endpoint), so a claim costs the same with 100
-/// or 1 M deliveries queued. SQLite follows the same rules in Rust.
-pub(super) async fn claim_due(
-    pool: &PgPool,
-    now: Timestamp,
-    lease_until: Timestamp,
-    limit: i64,
-) -> Result<Vec<Delivery>> {
-    let sql = format!(
+/// The claim itself, built once. `$1` now, `$2` lease end, `$3` batch
+/// size, `$4` the claim token.
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
         "WITH slots AS MATERIALIZED ({CLAIM_SLOTS}), \
            picked AS ( \
              SELECT c.id, c.next_attempt_at FROM slots s \
@@ -86,7 +78,20 @@ pub(super) async fn claim_due(
            claim_token = $4, updated_at = $1 \
          FROM picked WHERE deliveries.id = picked.id AND deliveries.state = 'pending' \
          RETURNING deliveries.*"
-    );
+    )
+});
+
+/// Claims run one at a time across all nodes (a transaction-scoped advisory
+/// lock), so the free slots each claim sees (`CLAIM_SLOTS`) are exact.
+/// Each endpoint with free slots gives at most that many of its oldest due
+/// rows (an index walk per endpoint), so a claim costs the same with 100
+/// or 1 M deliveries queued. SQLite follows the same rules in Rust.
+pub(super) async fn claim_due(
+    pool: &PgPool,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: i64,
+) -> Result<Vec<Delivery>> {
     let mut tx = pool.begin().await?;
     // A claim need not survive a database crash: if it is lost, the row is
     // simply pending again and its attempt's result is refused as a lost
@@ -106,7 +111,7 @@ pub(super) async fn claim_due(
     .bind(CLAIM_LOCK)
     .execute(&mut *tx)
     .await?;
-    let claimed = sqlx::query_as::<_, Delivery>(&sql)
+    let claimed = sqlx::query_as::<_, Delivery>(&CLAIM)
         .bind(now.millis())
         .bind(lease_until.millis())
         .bind(limit)
@@ -161,48 +166,20 @@ pub(super) async fn complete_attempts(
                   SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], \
                     $5::text[], $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], \
                     $11::text[])";
-    let outcomes: Vec<_> = batch.iter().map(Completion::outcome).collect();
-    let col = |f: &dyn Fn(usize) -> Option<i64>| -> Vec<Option<i64>> {
-        (0..batch.len()).map(f).collect()
-    };
+    let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
     let mut tx = pool.begin().await?;
     let updated = sqlx::query_as::<_, Delivery>(update)
-        .bind(
-            batch
-                .iter()
-                .map(|c| c.claimed.id.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            batch
-                .iter()
-                .map(|c| c.claimed.claim_token.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            outcomes
-                .iter()
-                .map(|o| o.state.as_str().to_string())
-                .collect::<Vec<_>>(),
-        )
-        .bind(col(&|i| Some(outcomes[i].counted)))
-        .bind(col(&|i| Some(batch[i].record.attempt)))
-        .bind(col(&|i| Some(outcomes[i].next_at)))
-        .bind(col(&|i| batch[i].record.response_status))
-        .bind(
-            batch
-                .iter()
-                .map(|c| c.record.response_body.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(
-            batch
-                .iter()
-                .map(|c| c.record.error.clone())
-                .collect::<Vec<_>>(),
-        )
-        .bind(col(&|i| outcomes[i].finished_at))
-        .bind(col(&|i| Some(batch[i].now.millis())))
+        .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
+        .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
+        .bind(column(&rows, |(_, o)| o.state.as_str()))
+        .bind(column(&rows, |(_, o)| o.counted))
+        .bind(column(&rows, |(c, _)| c.record.attempt))
+        .bind(column(&rows, |(_, o)| o.next_at))
+        .bind(column(&rows, |(c, _)| c.record.response_status))
+        .bind(column(&rows, |(c, _)| c.record.response_body.clone()))
+        .bind(column(&rows, |(c, _)| c.record.error.clone()))
+        .bind(column(&rows, |(_, o)| o.finished_at))
+        .bind(column(&rows, |(c, _)| c.now.millis()))
         .fetch_all(&mut *tx)
         .await?;
     let mut by_id: std::collections::HashMap<String, Delivery> =
@@ -212,38 +189,18 @@ pub(super) async fn complete_attempts(
         .filter(|c| by_id.contains_key(&c.claimed.id))
         .collect();
     if !written.is_empty() {
-        let texts =
-            |f: &dyn Fn(&Completion) -> String| written.iter().map(|c| f(c)).collect::<Vec<_>>();
-        let ints = |f: &dyn Fn(&Completion) -> Option<i64>| {
-            written.iter().map(|c| f(c)).collect::<Vec<_>>()
-        };
         sqlx::query(insert)
-            .bind(texts(&|c| c.claimed.id.clone()))
-            .bind(ints(&|c| Some(c.record.attempt)))
-            .bind(ints(&|c| Some(c.record.started_at)))
-            .bind(ints(&|c| Some(c.record.duration_ms)))
-            .bind(texts(&|c| c.record.request_headers.clone()))
-            .bind(ints(&|c| c.record.response_status))
-            .bind(
-                written
-                    .iter()
-                    .map(|c| c.record.response_headers.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                written
-                    .iter()
-                    .map(|c| c.record.response_body.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(
-                written
-                    .iter()
-                    .map(|c| c.record.error.clone())
-                    .collect::<Vec<_>>(),
-            )
-            .bind(texts(&|c| c.record.classification.clone()))
-            .bind(texts(&|c| c.claimed.endpoint_id.clone()))
+            .bind(column(&written, |c| c.claimed.id.clone()))
+            .bind(column(&written, |c| c.record.attempt))
+            .bind(column(&written, |c| c.record.started_at))
+            .bind(column(&written, |c| c.record.duration_ms))
+            .bind(column(&written, |c| c.record.request_headers.clone()))
+            .bind(column(&written, |c| c.record.response_status))
+            .bind(column(&written, |c| c.record.response_headers.clone()))
+            .bind(column(&written, |c| c.record.response_body.clone()))
+            .bind(column(&written, |c| c.record.error.clone()))
+            .bind(column(&written, |c| c.record.classification.clone()))
+            .bind(column(&written, |c| c.claimed.endpoint_id.clone()))
             .execute(&mut *tx)
             .await?;
     }
@@ -263,4 +220,9 @@ pub(super) async fn complete_attempts(
                 .ok_or_else(|| StoreError::LostClaim(c.claimed.id.clone()))
         })
         .collect())
+}
+
+/// One array parameter for `unnest`: a field of every row.
+fn column<R, T>(rows: &[R], field: impl Fn(&R) -> T) -> Vec<T> {
+    rows.iter().map(field).collect()
 }

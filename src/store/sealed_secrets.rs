@@ -42,21 +42,23 @@ impl Store {
             on_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)?;
         let mut sealed = 0;
         for (id, secret, previous) in rows {
-            let plain_secret = key.open(&id, &secret)?;
-            let plain_previous = previous.as_deref().map(|p| key.open(&id, p)).transpose()?;
+            // Opening checks the key on what is sealed and passes plaintext through.
+            key.open(&id, &secret)?;
+            if let Some(p) = &previous {
+                key.open(&id, p)?;
+            }
             if is_sealed(&secret) && previous.as_deref().is_none_or(is_sealed) {
                 continue;
             }
-            let new_secret = if is_sealed(&secret) {
-                secret.clone()
-            } else {
-                key.seal(&id, &plain_secret)
+            let reseal = |v: &str| {
+                if is_sealed(v) {
+                    v.to_string()
+                } else {
+                    key.seal(&id, v)
+                }
             };
-            let new_previous = match (previous.as_deref(), plain_previous) {
-                (Some(p), _) if is_sealed(p) => Some(p.to_string()),
-                (_, Some(plain)) => Some(key.seal(&id, &plain)),
-                _ => None,
-            };
+            let new_secret = reseal(&secret);
+            let new_previous = previous.as_deref().map(reseal);
             // Only if unchanged since read: a rotation in between wins.
             let update = "UPDATE endpoints SET secret = $1, previous_secret = $2 \
                           WHERE id = $3 AND secret = $4";

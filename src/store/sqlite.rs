@@ -7,9 +7,7 @@ use sqlx::{
     SqlitePool,
 };
 
-use super::{
-    open_slots_sql, parse_options, placeholders, Delivery, Pool, Result, Store, StoreError,
-};
+use super::{parse_options, placeholders, Delivery, Pool, Result, Store, StoreError, OPEN_SLOTS};
 use crate::clock::Timestamp;
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
@@ -70,12 +68,11 @@ pub(super) async fn claim_due(
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let slots = open_slots_sql();
     let due = "SELECT id, next_attempt_at FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let open: Vec<(String, i64)> = sqlx::query_as(&slots)
+    let open: Vec<(String, i64)> = sqlx::query_as(&OPEN_SLOTS)
         .bind(now.millis())
         .fetch_all(&mut *tx)
         .await?;

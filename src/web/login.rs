@@ -70,11 +70,9 @@ pub async fn login(
     match ctx.store.login_locked_until(&email, now).await {
         Ok(None) => {}
         Ok(Some(until)) => {
-            tracing::warn!(wait_s = now.until(until).as_secs(), "login throttled");
-            return back_to_login(
-                &format!("error=throttled&wait={}", now.until(until).as_secs().max(1)),
-                &form.next,
-            );
+            let wait_s = now.until(until).as_secs().max(1);
+            tracing::warn!(wait_s, "login throttled");
+            return back_to_login(&format!("error=throttled&wait={wait_s}"), &form.next);
         }
         Err(e) => {
             tracing::error!(error = %e, "login: could not read failed sign-ins");

@@ -8,12 +8,14 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use leptos::prelude::use_context;
+use std::sync::LazyLock;
 
-/// The policy for pages Leptos renders: scripts only from here, the wasm
-/// module, and the inline hydration scripts carrying this response's nonce.
-pub fn page_policy(nonce: &str) -> String {
+/// Scripts only from here and the wasm module, plus, on pages Leptos
+/// renders, the inline hydration scripts carrying that response's nonce.
+fn policy(nonce: Option<&str>) -> String {
+    let inline = nonce.map(|n| format!(" 'nonce-{n}'")).unwrap_or_default();
     format!(
-        "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+        "default-src 'self'; script-src 'self'{inline} 'wasm-unsafe-eval'; \
          style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; \
          connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; \
          frame-ancestors 'none'"
@@ -21,16 +23,15 @@ pub fn page_policy(nonce: &str) -> String {
 }
 
 /// Everything else (JSON, assets, error pages) gets no inline script at all.
-const DEFAULT_POLICY: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; \
-     style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; \
-     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+static DEFAULT_POLICY: LazyLock<HeaderValue> =
+    LazyLock::new(|| HeaderValue::from_str(&policy(None)).expect("the policy is plain ASCII"));
 
 /// Called while Leptos renders a page: its nonce goes into the header.
 pub fn set_page_policy() {
     let nonce = leptos::nonce::use_nonce();
     let response = use_context::<leptos_axum::ResponseOptions>();
     if let (Some(nonce), Some(response)) = (nonce, response) {
-        if let Ok(value) = HeaderValue::from_str(&page_policy(&nonce)) {
+        if let Ok(value) = HeaderValue::from_str(&policy(Some(&nonce))) {
             response.insert_header(header::CONTENT_SECURITY_POLICY, value);
         }
     }
@@ -41,7 +42,7 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     let headers = res.headers_mut();
     headers
         .entry(header::CONTENT_SECURITY_POLICY)
-        .or_insert(HeaderValue::from_static(DEFAULT_POLICY));
+        .or_insert_with(|| DEFAULT_POLICY.clone());
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
