@@ -21,4 +21,5 @@ pub mod retention;
 pub mod sealing;
 mod services;
 pub mod store;
+pub mod vacuum;
 pub mod web;

@@ -14,6 +14,7 @@ use std::{str::FromStr, sync::LazyLock};
 
 pub use models::*;
 use sqlx::{PgPool, SqlitePool};
+pub use vacuum::VacuumPolicy;
 
 use crate::{clock::Timestamp, ids};
 
@@ -138,6 +139,7 @@ mod rate;
 mod replay;
 mod retention;
 mod sealed_secrets;
+mod vacuum;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use alerts::{ExpiredSince, ExpiringSoon};

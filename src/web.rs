@@ -159,6 +159,11 @@ impl Application {
                     std::time::Duration::from_secs(60),
                     stop.clone(),
                 )),
+                crate::vacuum::spawn(
+                    ctx.store.clone(),
+                    crate::store::VacuumPolicy::default(),
+                    stop.clone(),
+                ),
                 self.mailer.map(|mailer| {
                     let every = ctx
                         .config

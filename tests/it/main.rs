@@ -32,3 +32,4 @@ mod smtp_sink;
 mod ssrf;
 mod store;
 mod tcp_proxy;
+mod vacuum;

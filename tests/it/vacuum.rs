@@ -1,0 +1,187 @@
+//! Postgres: a worker node vacuums `deliveries` soon after heavy churn, and
+//! leaves a quiet or freshly vacuumed table alone. SQLite has nothing to do.
+
+use std::time::Duration;
+
+use dakghar::{
+    clock::{Clock, TestClock},
+    store::{NewEndpoint, NewEvent, Pool, Store, VacuumPolicy},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::TestDb;
+
+const DEAD_ROWS: i64 = 2_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let store = db.store.clone();
+    queue_and_churn(&store, 200, 15).await;
+    let dead_before = wait_for_dead_rows(&store, DEAD_ROWS).await;
+    assert_eq!(vacuums(&store).await, 0, "nothing vacuumed the table yet");
+
+    // A threshold above what is dead: no vacuum.
+    let high = VacuumPolicy {
+        every: Duration::from_millis(50),
+        dead_rows: dead_before + 1_000_000,
+        min_gap: Duration::ZERO,
+    };
+    assert_eq!(
+        store.vacuum_deliveries_if_churned(&high).await.unwrap(),
+        None
+    );
+    assert_eq!(vacuums(&store).await, 0);
+
+    // The job as a worker node runs it.
+    let stop = CancellationToken::new();
+    let job = dakghar::vacuum::spawn(
+        store.clone(),
+        VacuumPolicy {
+            dead_rows: DEAD_ROWS,
+            ..high
+        },
+        stop.clone(),
+    )
+    .expect("a job on Postgres");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while vacuums(&store).await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the job never vacuumed {dead_before} dead rows"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    job.await.unwrap();
+    assert_eq!(
+        dead_rows(&store).await,
+        0,
+        "the vacuum cleared the dead rows"
+    );
+
+    // Churn again: past the threshold, but within the gap since the last
+    // vacuum, so nothing runs.
+    queue_and_churn(&store, 0, 15).await;
+    wait_for_dead_rows(&store, DEAD_ROWS).await;
+    let gap = VacuumPolicy {
+        every: Duration::from_millis(50),
+        dead_rows: DEAD_ROWS,
+        min_gap: Duration::from_secs(3600),
+    };
+    assert_eq!(
+        store.vacuum_deliveries_if_churned(&gap).await.unwrap(),
+        None
+    );
+    assert_eq!(vacuums(&store).await, 1);
+    let dead = store
+        .vacuum_deliveries_if_churned(&VacuumPolicy {
+            min_gap: Duration::ZERO,
+            ..gap
+        })
+        .await
+        .unwrap()
+        .expect("due once the gap is over");
+    assert!(dead >= DEAD_ROWS, "{dead} dead rows reported");
+    assert_eq!(vacuums(&store).await, 2);
+    db.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_needs_no_vacuum_job() {
+    let db = TestDb::sqlite().await;
+    queue_and_churn(&db.store, 50, 2).await;
+    let eager = VacuumPolicy {
+        every: Duration::from_millis(10),
+        dead_rows: 0,
+        min_gap: Duration::ZERO,
+    };
+    assert_eq!(
+        db.store.vacuum_deliveries_if_churned(&eager).await.unwrap(),
+        None
+    );
+    assert!(dakghar::vacuum::spawn(db.store.clone(), eager, CancellationToken::new()).is_none());
+    db.finish().await;
+}
+
+/// Queues `events` (one delivery each) and rewrites every delivery
+/// `rounds` times, leaving a dead row version behind each time.
+async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    if events > 0 {
+        let account = store.create_account("churn", now).await.unwrap();
+        store
+            .create_endpoint(
+                NewEndpoint {
+                    account_id: account.id.clone(),
+                    url: "https://churn.example/".into(),
+                    description: String::new(),
+                    event_types: Vec::new(),
+                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+                    rate_limit_per_sec: None,
+                    max_in_flight: 10,
+                },
+                now,
+            )
+            .await
+            .unwrap();
+        for i in 0..events {
+            let new = NewEvent {
+                account_id: account.id.clone(),
+                id: format!("churn_{i}"),
+                event_type: "invoice.paid".into(),
+                payload: b"{}".to_vec(),
+            };
+            store
+                .insert_event(new, now, now.plus(Duration::from_secs(3600)))
+                .await
+                .unwrap();
+        }
+    }
+    for _ in 0..rounds {
+        store
+            .execute_script("UPDATE deliveries SET updated_at = updated_at + 1")
+            .await
+            .unwrap();
+    }
+}
+
+/// Postgres reports dead rows a moment after the writing transaction ends.
+async fn wait_for_dead_rows(store: &Store, at_least: i64) -> i64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let dead = dead_rows(store).await;
+        if dead >= at_least {
+            return dead;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "Postgres counted only {dead} dead rows"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn table_stat(store: &Store, column: &str) -> i64 {
+    let Pool::Postgres(pool) = store.pool() else {
+        unreachable!("postgres only");
+    };
+    sqlx::query_scalar(&format!(
+        "SELECT {column} FROM pg_stat_user_tables WHERE relid = 'deliveries'::regclass"
+    ))
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+async fn dead_rows(store: &Store) -> i64 {
+    table_stat(store, "n_dead_tup").await
+}
+
+/// Manual vacuums only: autovacuum may visit the table too, and that is fine.
+async fn vacuums(store: &Store) -> i64 {
+    table_stat(store, "vacuum_count").await
+}
