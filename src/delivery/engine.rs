@@ -10,7 +10,10 @@ use std::{
     time::Duration,
 };
 
-use tokio::{sync::Notify, task::AbortHandle};
+use tokio::{
+    sync::{Notify, OwnedSemaphorePermit, Semaphore},
+    task::{AbortHandle, JoinHandle},
+};
 use tokio_util::sync::CancellationToken;
 
 use super::{
@@ -28,6 +31,16 @@ use crate::{
     },
 };
 
+/// A claimed batch: each delivery with its attempt (none when there is
+/// nothing to send, its endpoint deleted meanwhile).
+type Round = Vec<(Delivery, Option<JoinHandle<Result<(), StoreError>>>)>;
+
+/// How many deliveries a node holds claimed at once, across its loops.
+fn room_size(settings: &DeliverySettings) -> u32 {
+    let batch = u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX);
+    batch.saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
+}
+
 /// Runs before each request; tests use it to plant worker faults.
 pub type FaultHook = Arc<dyn Fn(&Delivery) + Send + Sync>;
 
@@ -44,6 +57,8 @@ pub struct Engine {
     recorder: Recorder,
     /// When this node last looked for expired leases.
     last_rescue: Mutex<Option<Timestamp>>,
+    /// Claimed and not yet settled deliveries, one permit each.
+    room: Arc<Semaphore>,
     /// Attempts under way, so shutdown can hand back what misses the grace period.
     running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
     fault_hook: Mutex<Option<FaultHook>>,
@@ -65,6 +80,7 @@ impl Engine {
     ) -> reqwest::Result<Arc<Engine>> {
         Ok(Arc::new(Engine {
             client: request::client(&settings)?,
+            room: Arc::new(Semaphore::new(room_size(&settings) as usize)),
             recorder: Recorder::start(store.clone()),
             last_rescue: Mutex::new(None),
             store,
@@ -116,13 +132,20 @@ impl Engine {
     /// One round: rescue expired leases, claim one batch, attempt all of it,
     /// and wait for the attempts. Returns how many deliveries were claimed.
     pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let round = self.start_round(self.settings.batch_size).await?;
+        let n = round.len();
+        self.settle(round, None).await;
+        Ok(n)
+    }
+
+    /// Claims up to `limit` due deliveries and starts their attempts.
+    async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, StoreError> {
         let now = self.clock.now();
         self.rescue_now_and_then(now).await?;
         let claimed = self
             .store
-            .claim_due(now, now.plus(self.settings.lease), self.settings.batch_size)
+            .claim_due(now, now.plus(self.settings.lease), limit)
             .await?;
-        let n = claimed.len();
         let mut inputs = match self.store.batch_inputs(&claimed).await {
             Ok(inputs) => inputs,
             Err(e) => {
@@ -132,13 +155,14 @@ impl Engine {
                 return Err(e);
             }
         };
-        let mut handles = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(claimed.len());
         for delivery in claimed {
             // Deleting an endpoint deletes its deliveries: nothing to send.
             let (Some(endpoint), Some(event)) = (
                 inputs.endpoints.get(&delivery.endpoint_id).cloned(),
                 inputs.events.remove(&delivery.id),
             ) else {
+                handles.push((delivery, None));
                 continue;
             };
             let engine = Arc::clone(self);
@@ -151,10 +175,23 @@ impl Engine {
                 delivery.id.clone(),
                 (delivery.clone(), handle.abort_handle()),
             );
-            handles.push((delivery, handle));
+            handles.push((delivery, Some(handle)));
         }
-        for (delivery, handle) in handles {
-            let outcome = handle.await;
+        Ok(handles)
+    }
+
+    /// Waits for a round's attempts and hands back what a fault of ours
+    /// interrupted. `room`, if given, holds one permit per claimed delivery;
+    /// each goes back as that delivery settles.
+    async fn settle(&self, round: Round, mut room: Option<OwnedSemaphorePermit>) {
+        for (delivery, handle) in round {
+            let outcome = match handle {
+                Some(handle) => handle.await,
+                None => Ok(Ok(())),
+            };
+            if let Some(permit) = room.as_mut() {
+                drop(permit.split(1));
+            }
             self.running_set().remove(&delivery.id);
             let fault = match outcome {
                 Ok(Ok(())) => continue,
@@ -164,6 +201,8 @@ impl Engine {
                 }
                 Ok(Err(e)) => e.to_string(),
                 Err(join) if join.is_panic() => "worker panicked".to_string(),
+                // Shutdown's grace ran out: hand_back_running returns it.
+                Err(join) if join.is_cancelled() => continue,
                 Err(join) => join.to_string(),
             };
             // A fault of ours, not the receiver's: as if never claimed.
@@ -172,7 +211,6 @@ impl Engine {
                 tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
             }
         }
-        Ok(n)
     }
 
     fn running_set(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Delivery, AbortHandle)>> {
@@ -214,10 +252,13 @@ impl Engine {
             let listening = tokio::spawn(Arc::clone(&engine).listen(shutdown.clone()));
             shutdown.cancelled().await;
             let grace = engine.settings.shutdown_grace;
-            let drained =
-                tokio::time::timeout(grace, async { while loops.join_next().await.is_some() {} })
-                    .await
-                    .is_ok();
+            let drained = tokio::time::timeout(grace, async {
+                while loops.join_next().await.is_some() {}
+                // The whole room back: every attempt recorded or handed back.
+                let _ = engine.room.acquire_many(engine.room_size()).await;
+            })
+            .await
+            .is_ok();
             if !drained {
                 loops.abort_all();
                 engine.hand_back_running().await;
@@ -279,20 +320,64 @@ impl Engine {
         }
     }
 
+    /// A claim loop. It does not wait for its round to be recorded before
+    /// claiming again: a round settles on its own while the room the node
+    /// has left (`workers × batch_size` deliveries) is claimed meanwhile.
+    /// Waiting cost a commit per round, which on Postgres was most of the
+    /// time from due to the attempt at light load.
     async fn work(self: Arc<Self>, shutdown: CancellationToken) {
+        let batch = u32::try_from(self.settings.batch_size.max(1)).unwrap_or(u32::MAX);
+        // Claim in chunks even when the room comes back a delivery at a
+        // time: every claim takes the cluster-wide claim lock.
+        let chunk = (batch / 4).clamp(1, self.room_size());
         while !shutdown.is_cancelled() {
             let notified = self.wake.notified();
-            match self.tick().await {
-                Ok(n) if n > 0 => continue,
+            let mut permit = tokio::select! {
+                p = Arc::clone(&self.room).acquire_many_owned(chunk) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = shutdown.cancelled() => return,
+            };
+            let more = u32::try_from(self.room.available_permits())
+                .unwrap_or(u32::MAX)
+                .min(batch.saturating_sub(chunk));
+            if let Ok(p) = Arc::clone(&self.room).try_acquire_many_owned(more) {
+                permit.merge(p);
+            }
+            let limit = permit.num_permits();
+            match self.start_round(limit as i64).await {
+                Ok(round) if !round.is_empty() => {
+                    let full = round.len() == limit;
+                    // What was claimed keeps its permits until it settles.
+                    let kept = permit.split(round.len());
+                    let engine = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        engine.settle(round, kept).await;
+                        // Its in-flight slots are free again: work held
+                        // back by max_in_flight can be claimed now.
+                        engine.wake.notify_one();
+                    });
+                    // A short claim took all there was; a full one may
+                    // have left more behind.
+                    if full {
+                        continue;
+                    }
+                }
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "claiming failed; backing off"),
             }
+            drop(permit);
             tokio::select! {
                 _ = notified => {}
                 _ = tokio::time::sleep(self.settings.poll_interval) => {}
                 _ = shutdown.cancelled() => {}
             }
         }
+    }
+
+    fn room_size(&self) -> u32 {
+        room_size(&self.settings)
     }
 
     async fn attempt(

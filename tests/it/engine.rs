@@ -33,6 +33,8 @@ on_both_backends!(
     both_secrets_sign_during_rotation,
     an_expired_lease_is_rescued_and_delivered_once,
     a_new_event_wakes_idle_workers_at_once,
+    a_hanging_receiver_does_not_hold_up_the_worker,
+    a_node_holds_at_most_workers_times_batch_in_flight,
     resends_are_limited_per_endpoint_with_retry_after,
 );
 
@@ -507,6 +509,50 @@ async fn a_new_event_wakes_idle_workers_at_once(store: Store) {
     // The workers have now gone idle.
     send_many(&api, 1).await;
     rx.wait_for(2).await;
+}
+
+async fn a_hanging_receiver_does_not_hold_up_the_worker(store: Store) {
+    // One claim loop and no polling: only a loop that is free again while
+    // the slow attempt hangs can deliver the second event.
+    let config = with_workers(|d| {
+        d.workers = 1;
+        d.poll_interval = Duration::from_secs(3600);
+    });
+    let api = Api::with_config(store, config).await;
+    let (slow, fast) = (Receiver::start().await, Receiver::start().await);
+    slow.delay(Duration::from_secs(5));
+    api.endpoint_with(&slow, json!({ "event_types": ["slow"] }))
+        .await;
+    api.endpoint_with(&fast, json!({ "event_types": ["fast"] }))
+        .await;
+    api.send(json!({ "type": "slow", "payload": {} })).await;
+    slow.wait_for(1).await;
+    api.send(json!({ "type": "fast", "payload": {} })).await;
+    tokio::time::timeout(Duration::from_secs(2), fast.wait_for(1))
+        .await
+        .expect("the fast endpoint waited for the hanging one");
+    assert_eq!(slow.open(), 1, "the slow attempt was still hanging");
+    wait_delivered(&api.app.store, 2).await;
+}
+
+async fn a_node_holds_at_most_workers_times_batch_in_flight(store: Store) {
+    let config = with_workers(|d| {
+        d.workers = 2;
+        d.batch_size = 3;
+    });
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_millis(200));
+    api.endpoint_with(&rx, json!({ "max_in_flight": 100 }))
+        .await;
+    send_many(&api, 30).await;
+    wait_delivered(&api.app.store, 30).await;
+    let most = rx.most_concurrent();
+    assert!(most <= 6, "2 loops × 3 at most, saw {most}");
+    assert!(
+        most >= 4,
+        "the loops claim while others' rounds are open, saw {most}"
+    );
 }
 
 async fn resends_are_limited_per_endpoint_with_retry_after(store: Store) {

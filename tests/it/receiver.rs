@@ -97,6 +97,11 @@ impl Receiver {
         self.inner.most_open.load(Ordering::SeqCst)
     }
 
+    /// Requests open right now.
+    pub fn open(&self) -> usize {
+        self.inner.open.load(Ordering::SeqCst)
+    }
+
     pub fn count(&self) -> usize {
         self.inner.got.lock().unwrap().len()
     }
