@@ -146,3 +146,49 @@ pub async fn db(store: &Store, events: usize, endpoints: usize, url: &str) -> (f
         total as f64 / all.as_secs_f64(),
     )
 }
+
+/// The storage floor under one event's latency, one call at a time on an
+/// idle database: a bare one-row commit, and `insert_event` (the ingest
+/// transaction) for one event.
+pub struct DbLatency {
+    pub commit: Spread,
+    pub ingest: Spread,
+}
+
+pub async fn db_latency(store: &Store, endpoints: usize, url: &str) -> DbLatency {
+    const N: usize = 500;
+    store
+        .execute_script("CREATE TABLE bench_commit (n BIGINT)")
+        .await
+        .unwrap();
+    let mut commit = Vec::with_capacity(N);
+    for _ in 0..N {
+        let t = Instant::now();
+        store
+            .execute_script("INSERT INTO bench_commit VALUES (1)")
+            .await
+            .unwrap();
+        commit.push(t.elapsed());
+    }
+    let account = seed::account(store, endpoints, url, 64).await;
+    let mut ingest = Vec::with_capacity(N);
+    for i in 0..N {
+        let now = SystemClock.now();
+        let event = dakghar::store::NewEvent {
+            account_id: account.id.clone(),
+            id: format!("one_{i}"),
+            event_type: "invoice.paid".into(),
+            payload: seed::payload(i),
+        };
+        let t = Instant::now();
+        store
+            .insert_event(event, now, now.plus(Duration::from_secs(3600)))
+            .await
+            .unwrap();
+        ingest.push(t.elapsed());
+    }
+    DbLatency {
+        commit: spread(commit),
+        ingest: spread(ingest),
+    }
+}

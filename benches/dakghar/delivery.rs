@@ -13,6 +13,7 @@ use std::{
 use dakghar::store::DeliveryState;
 
 use crate::{
+    cpu,
     db::{Backend, BenchDb},
     receiver::Receiver,
     seed,
@@ -27,6 +28,7 @@ pub struct Figures {
     pub burned: usize,
     pub burn_per_sec: f64,
     pub burn_peak_mib: f64,
+    pub burn_cpu: cpu::PerDelivery,
     pub latency: Vec<Latency>,
 }
 
@@ -119,12 +121,14 @@ pub async fn run(
     let before = rx.count();
     let start = Instant::now();
     let node = Server::start(&db.child_url, &[], dir).await;
+    let cpu_before = cpu::sample(node.pid());
     let deadline = start + Duration::from_secs(3600);
     while rx.count() - before < burned {
         assert!(Instant::now() < deadline, "the burn-down stalled");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let burn_per_sec = burned as f64 / start.elapsed().as_secs_f64();
+    let burn_cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
     let (_, burn_peak_mib) = node.memory();
     eprintln!(
         "  burn-down: {burned} in {:.1}s",
@@ -145,6 +149,7 @@ pub async fn run(
         burned,
         burn_per_sec,
         burn_peak_mib,
+        burn_cpu,
         latency,
     }
 }

@@ -4,9 +4,12 @@
 //!
 //! BENCH_SIZE=quick (100 k events × 1 endpoint, the default) or full
 //! (100 k × 10); BENCH_DATABASE_URL (else TEST_DATABASE_URL) adds Postgres;
-//! BENCH_BACKENDS=sqlite,postgres picks which run.
+//! BENCH_BACKENDS=sqlite,postgres picks which run; BENCH_DASHBOARD=off
+//! skips the dashboard (its million rows take a while) when comparing
+//! engine changes.
 
 mod ceiling;
+mod cpu;
 mod dashboard;
 mod db;
 mod delivery;
@@ -54,13 +57,20 @@ async fn main() {
         let (db_ingest, db_per_sec) =
             ceiling::db(&db.store, 20_000 / endpoints, endpoints, &rx.fast_url).await;
         db.finish().await;
+        let db = BenchDb::new(backend).await;
+        let db_latency = ceiling::db_latency(&db.store, endpoints, &rx.fast_url).await;
+        db.finish().await;
         eprintln!(
             "[{}] the engine: memory, burn-down, latency",
             backend.name()
         );
         let delivery = delivery::run(backend, &rx, events, endpoints, logs.path()).await;
-        eprintln!("[{}] the dashboard at 1 M deliveries", backend.name());
-        let dashboard = dashboard::run(backend, &rx, logs.path()).await;
+        let dashboard = if std::env::var("BENCH_DASHBOARD").as_deref() == Ok("off") {
+            None
+        } else {
+            eprintln!("[{}] the dashboard at 1 M deliveries", backend.name());
+            Some(dashboard::run(backend, &rx, logs.path()).await)
+        };
         let text = report::render(&report::Run {
             backend,
             events,
@@ -68,8 +78,9 @@ async fn main() {
             http: &http,
             db_ingest,
             db_per_sec,
+            db_latency: &db_latency,
             delivery: &delivery,
-            dashboard: &dashboard,
+            dashboard: dashboard.as_ref(),
         });
         println!("{text}");
         let file = results.join(format!(

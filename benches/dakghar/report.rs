@@ -3,7 +3,7 @@
 use std::{fmt::Write as _, process::Command};
 
 use crate::{
-    ceiling::Http,
+    ceiling::{self, Http},
     dashboard,
     db::Backend,
     delivery,
@@ -17,8 +17,9 @@ pub struct Run<'a> {
     pub http: &'a Http,
     pub db_ingest: f64,
     pub db_per_sec: f64,
+    pub db_latency: &'a ceiling::DbLatency,
     pub delivery: &'a delivery::Figures,
-    pub dashboard: &'a dashboard::Figures,
+    pub dashboard: Option<&'a dashboard::Figures>,
 }
 
 fn yes(met: bool) -> &'static str {
@@ -77,6 +78,17 @@ pub fn render(r: &Run) -> String {
     );
     let _ = writeln!(
         o,
+        "| B_db commit latency | {} | one one-row INSERT committed at a time, idle database |",
+        spread_ms(&r.db_latency.commit)
+    );
+    let _ = writeln!(
+        o,
+        "| B_db ingest latency | {} | one event's ingest transaction ({} deliveries) at a time, idle database |",
+        spread_ms(&r.db_latency.ingest),
+        r.endpoints
+    );
+    let _ = writeln!(
+        o,
         "| Combined ceiling | {ceiling:.0} deliveries/s | 1 / (1/B_http + 1/B_db) |\n"
     );
 
@@ -95,6 +107,19 @@ pub fn render(r: &Run) -> String {
         d.burn_per_sec / r.http.per_sec,
         d.burn_per_sec / r.db_per_sec,
         yes(d.burn_per_sec >= 0.7 * ceiling)
+    );
+    let c = &d.burn_cpu;
+    let _ = writeln!(
+        o,
+        "| CPU per delivery over the burn-down | {:.0} µs: server {:.0} (SQLite's threads {:.0}) · Postgres {:.0} · receiver {:.0}; machine {:.0} % busy | {:.0} deliveries/s if all {} cores did nothing else | | |",
+        c.total_us(),
+        c.server_us,
+        c.sqlite_us,
+        c.postgres_us,
+        c.receiver_us,
+        c.machine_busy * 100.0,
+        cores() as f64 * 1e6 / c.total_us().max(1.0),
+        cores()
     );
     let slack_ms = match r.backend {
         Backend::Sqlite => 1.0,
@@ -160,7 +185,11 @@ pub fn render(r: &Run) -> String {
         "| Peak RSS over the burn-down | {:.1} MiB | | | |",
         d.burn_peak_mib
     );
-    for (name, s) in &r.dashboard.pages {
+    let Some(dashboard) = r.dashboard else {
+        let _ = writeln!(o, "\nThe dashboard was not measured (BENCH_DASHBOARD=off).");
+        return o;
+    };
+    for (name, s) in &dashboard.pages {
         let limit = if name.contains("detail") { 20.0 } else { 50.0 };
         let _ = writeln!(
             o,
@@ -172,7 +201,7 @@ pub fn render(r: &Run) -> String {
     let _ = writeln!(
         o,
         "\nDashboard pages are timed over HTTP as a signed-in customer (query and server render), 200 requests each after 20 warm-ups; the million rows took {:.0} s to load.",
-        r.dashboard.seed_secs
+        dashboard.seed_secs
     );
     o
 }
@@ -186,8 +215,11 @@ fn machine() -> String {
                 .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {cores} cores")
+    format!("{cpu}, {} cores", cores())
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
 }
 
 fn commit() -> String {
