@@ -26,6 +26,12 @@ const DELAY_BUCKETS: &[f64] = &[
     72.0 * 3600.0,
 ];
 
+/// Buckets in seconds for one database step (`dakghar_db_*`): a local
+/// commit is well under a millisecond, a contended one tens.
+const DB_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+];
+
 /// One recorder per process: the `metrics` facade is global, and several
 /// servers in one test process share it.
 pub fn handle() -> &'static PrometheusHandle {
@@ -35,6 +41,9 @@ pub fn handle() -> &'static PrometheusHandle {
             .set_buckets_for_metric(Matcher::Suffix("request_seconds".into()), REQUEST_BUCKETS)
             .and_then(|b| {
                 b.set_buckets_for_metric(Matcher::Suffix("delay_seconds".into()), DELAY_BUCKETS)
+            })
+            .and_then(|b| {
+                b.set_buckets_for_metric(Matcher::Prefix("dakghar_db_".into()), DB_BUCKETS)
             })
             .expect("static bucket lists are valid");
         let recorder = builder.build_recorder();
@@ -84,6 +93,21 @@ pub fn describe() {
         "dakghar_delivery_delay_seconds",
         Unit::Seconds,
         "Time from ingest to successful delivery"
+    );
+    describe_histogram!(
+        "dakghar_db_ingest_seconds",
+        Unit::Seconds,
+        "The ingest transaction: an event and its deliveries stored"
+    );
+    describe_histogram!(
+        "dakghar_db_claim_seconds",
+        Unit::Seconds,
+        "One claim, waiting for the cluster-wide claim lock included"
+    );
+    describe_histogram!(
+        "dakghar_db_record_seconds",
+        Unit::Seconds,
+        "From an attempt's answer to its result committed (group commit)"
     );
     describe_gauge!(
         "dakghar_queue_depth",

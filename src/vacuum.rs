@@ -17,19 +17,25 @@ pub fn spawn(
         return None;
     }
     Some(tokio::spawn(async move {
+        let mut now_policy = policy.clone();
         loop {
             let started = Instant::now();
             // A vacuum of a huge table can take minutes; shutdown does not wait for it.
             let done = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                done = store.vacuum_deliveries_if_churned(&policy) => done,
+                done = store.vacuum_deliveries_if_churned(&now_policy) => done,
             };
             match done {
-                Ok(Some(dead_rows)) => tracing::info!(
-                    dead_rows,
-                    took_ms = started.elapsed().as_millis() as u64,
-                    "vacuumed deliveries after churn"
-                ),
+                Ok(Some(dead_rows)) => {
+                    let took = started.elapsed();
+                    // At most a tenth of the time vacuuming, however big the table.
+                    now_policy.min_gap = policy.min_gap.max(took * 10);
+                    tracing::info!(
+                        dead_rows,
+                        took_ms = took.as_millis() as u64,
+                        "vacuumed deliveries after churn"
+                    )
+                }
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "vacuum of deliveries failed; will try again"),
             }

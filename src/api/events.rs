@@ -76,11 +76,13 @@ pub async fn ingest(
         event_type,
         payload,
     };
-    let deliveries = match ctx
+    let started = std::time::Instant::now();
+    let inserted = ctx
         .store
         .insert_event(new, now, now.plus(settings.retry_window))
-        .await
-    {
+        .await;
+    metrics::histogram!("dakghar_db_ingest_seconds").record(started.elapsed().as_secs_f64());
+    let deliveries = match inserted {
         Ok(inserted) => {
             ctx.engine.wake().await;
             inserted.deliveries

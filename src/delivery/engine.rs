@@ -142,10 +142,12 @@ impl Engine {
     async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, StoreError> {
         let now = self.clock.now();
         self.rescue_now_and_then(now).await?;
+        let started = std::time::Instant::now();
         let claimed = self
             .store
             .claim_due(now, now.plus(self.settings.lease), limit)
             .await?;
+        metrics::histogram!("dakghar_db_claim_seconds").record(started.elapsed().as_secs_f64());
         let mut inputs = match self.store.batch_inputs(&claimed).await {
             Ok(inputs) => inputs,
             Err(e) => {

@@ -26,13 +26,16 @@ impl Recorder {
 
     /// Records one attempt; returns once it is committed.
     pub async fn complete(&self, completion: Completion) -> Result<Delivery, StoreError> {
+        let started = std::time::Instant::now();
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((completion, reply))
             .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
-        answer
+        let answer = answer
             .await
-            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?
+            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
+        metrics::histogram!("dakghar_db_record_seconds").record(started.elapsed().as_secs_f64());
+        answer
     }
 }
 

@@ -72,6 +72,11 @@ async fn metrics_move_when_deliveries_happen(store: Store) {
     assert!(moved("dakghar_attempt_delay_seconds_count") >= 3.0);
     assert!(moved("dakghar_delivery_delay_seconds_count") >= 1.0);
     assert!(after.contains(r#"dakghar_request_seconds_bucket{le="0.005"}"#));
+    // The steps of a delivery's path, for finding where latency goes.
+    assert!(moved("dakghar_db_ingest_seconds_count") >= 5.0);
+    assert!(moved("dakghar_db_claim_seconds_count") >= 2.0);
+    assert!(moved("dakghar_db_record_seconds_count") >= 3.0);
+    assert!(after.contains(r#"dakghar_db_claim_seconds_bucket{le="0.0005"}"#));
     assert_eq!(
         value(&after, r#"dakghar_queue_depth{state="pending"}"#),
         3.0,
