@@ -29,6 +29,8 @@ pub struct Figures {
     pub burn_per_sec: f64,
     pub burn_peak_mib: f64,
     pub burn_cpu: cpu::PerDelivery,
+    /// Mean ms of each of `STEPS` over the burn-down.
+    pub burn_steps_ms: [f64; 5],
     pub latency: Vec<Latency>,
 }
 
@@ -40,38 +42,56 @@ pub struct Latency {
     pub refused: usize,
     /// From the scheduled send to the ingest call's answer.
     pub ingest: Spread,
-    /// The server's own account (its /metrics, over this run only): mean
-    /// time from due to the attempt's start, and mean request time, in ms.
-    pub due_to_start_ms: f64,
-    pub request_ms: f64,
+    /// The server's own account (its /metrics, over this run only): the
+    /// mean ms of each of `STEPS`.
+    pub steps_ms: [f64; 5],
 }
 
-/// (sum, count) pairs of two histograms from the server's /metrics.
-async fn histograms(base: &str) -> [(f64, f64); 2] {
+/// The server's own histograms read for the latency split, in order:
+/// due → attempt start, the request, the ingest transaction, a claim,
+/// and a result's wait to be committed.
+const STEPS: [&str; 5] = [
+    "dakghar_attempt_delay_seconds",
+    "dakghar_request_seconds",
+    "dakghar_db_ingest_seconds",
+    "dakghar_db_claim_seconds",
+    "dakghar_db_record_seconds",
+];
+
+/// (sum, count) of each of `STEPS` from the server's /metrics.
+async fn histograms(base: &str) -> [(f64, f64); 5] {
     let text = reqwest::get(format!("{base}/metrics"))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let value = |name: &str| {
+    let value = |name: String| {
         text.lines()
             .find_map(|l| {
-                l.strip_prefix(name)
+                l.strip_prefix(&name)
                     .and_then(|v| v.trim().parse::<f64>().ok())
             })
             .unwrap_or(0.0)
     };
-    [
+    STEPS.map(|step| {
         (
-            value("dakghar_attempt_delay_seconds_sum "),
-            value("dakghar_attempt_delay_seconds_count "),
-        ),
-        (
-            value("dakghar_request_seconds_sum "),
-            value("dakghar_request_seconds_count "),
-        ),
-    ]
+            value(format!("{step}_sum ")),
+            value(format!("{step}_count ")),
+        )
+    })
+}
+
+/// Mean milliseconds of each step between two reads.
+fn step_means(before: &[(f64, f64); 5], after: &[(f64, f64); 5]) -> [f64; 5] {
+    std::array::from_fn(|k| {
+        let (sum, n) = (after[k].0 - before[k].0, after[k].1 - before[k].1);
+        if n > 0.0 {
+            sum / n * 1000.0
+        } else {
+            0.0
+        }
+    })
 }
 
 pub async fn run(
@@ -122,6 +142,7 @@ pub async fn run(
     let start = Instant::now();
     let node = Server::start(&db.child_url, &[], dir).await;
     let cpu_before = cpu::sample(node.pid());
+    let steps_before = histograms(&node.base).await;
     let deadline = start + Duration::from_secs(3600);
     while rx.count() - before < burned {
         assert!(Instant::now() < deadline, "the burn-down stalled");
@@ -129,6 +150,7 @@ pub async fn run(
     }
     let burn_per_sec = burned as f64 / start.elapsed().as_secs_f64();
     let burn_cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
+    let burn_steps_ms = step_means(&steps_before, &histograms(&node.base).await);
     let (_, burn_peak_mib) = node.memory();
     eprintln!(
         "  burn-down: {burned} in {:.1}s",
@@ -150,6 +172,7 @@ pub async fn run(
         burn_per_sec,
         burn_peak_mib,
         burn_cpu,
+        burn_steps_ms,
         latency,
     }
 }
@@ -228,15 +251,7 @@ async fn open_loop(
     }
     let missing = want.saturating_sub(samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
-    let after = histograms(base).await;
-    let mean_ms = |k: usize| {
-        let (sum, n) = (after[k].0 - before[k].0, after[k].1 - before[k].1);
-        if n > 0.0 {
-            sum / n * 1000.0
-        } else {
-            0.0
-        }
-    };
+    let steps_ms = step_means(&before, &histograms(base).await);
     eprintln!(
         "  latency at {:.0}% ({:.0} deliveries/s): {} samples, {missing} missing",
         load * 100.0,
@@ -250,7 +265,6 @@ async fn open_loop(
         missing,
         refused: refused.load(Ordering::Relaxed),
         ingest,
-        due_to_start_ms: mean_ms(0),
-        request_ms: mean_ms(1),
+        steps_ms,
     }
 }

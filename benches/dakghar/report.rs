@@ -121,6 +121,11 @@ pub fn render(r: &Run) -> String {
         cores() as f64 * 1e6 / c.total_us().max(1.0),
         cores()
     );
+    let _ = writeln!(
+        o,
+        "| Server's view over the burn-down (its /metrics) | {} | | | |",
+        steps(&d.burn_steps_ms)
+    );
     let slack_ms = match r.backend {
         Backend::Sqlite => 1.0,
         Backend::Postgres(_) => 3.0,
@@ -160,10 +165,9 @@ pub fn render(r: &Run) -> String {
         );
         let _ = writeln!(
             o,
-            "| Server's view at {:.0} % load (its /metrics) | due → attempt start: mean {:.2} ms · request: mean {:.2} ms | | | |",
+            "| Server's view at {:.0} % load (its /metrics) | {} | | | |",
             l.load * 100.0,
-            l.due_to_start_ms,
-            l.request_ms
+            steps(&l.steps_ms)
         );
     }
     let _ = writeln!(
@@ -216,6 +220,14 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     format!("{cpu}, {} cores", cores())
+}
+
+/// The server's step means, named.
+fn steps(ms: &[f64; 5]) -> String {
+    format!(
+        "means: due → attempt start {:.2} ms · request {:.2} ms · ingest transaction {:.2} ms · claim {:.2} ms · result commit wait {:.2} ms",
+        ms[0], ms[1], ms[2], ms[3], ms[4]
+    )
 }
 
 fn cores() -> usize {
