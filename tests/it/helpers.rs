@@ -14,7 +14,7 @@ use dakghar::{
     clock::{Clock, TestClock},
     config::ServeConfig,
     ids,
-    store::{postgres, Account, Role, Store, User},
+    store::{postgres, Account, NewEndpoint, Role, Store, User},
     web::Application,
 };
 
@@ -74,6 +74,19 @@ pub const TEST_SECRETS_KEY: &str = "dGVzdCBzZWNyZXRzIGtleSwgMzIgYnl0ZXMgbG9uZyE=
 
 pub fn test_secrets_key() -> dakghar::sealing::SecretsKey {
     dakghar::sealing::SecretsKey::from_base64(TEST_SECRETS_KEY).expect("a valid test key")
+}
+
+/// An endpoint to create: `types` empty means every event type.
+pub fn new_endpoint(account_id: &str, url: &str, types: &[&str]) -> NewEndpoint {
+    NewEndpoint {
+        account_id: account_id.to_string(),
+        url: url.to_string(),
+        description: String::new(),
+        event_types: types.iter().map(|t| t.to_string()).collect(),
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
+        rate_limit_per_sec: None,
+        max_in_flight: 10,
+    }
 }
 
 pub struct TestDb {

@@ -11,12 +11,12 @@ use dakghar::{
     clock::Clock,
     config::ServeConfig,
     delivery::target_policy::TargetPolicy,
-    store::{DeliveryState, NewEndpoint, NewEvent, Store},
+    store::{DeliveryState, NewEvent, Store},
 };
 
 use crate::{
     dashboard_events::{customer, tick_until_idle, Customer},
-    helpers::{spawn_app_with, TestApp},
+    helpers::{new_endpoint, spawn_app_with, TestApp},
     receiver::Receiver,
 };
 
@@ -118,18 +118,7 @@ async fn a_name_resolving_to_loopback_is_blocked_at_send_and_nothing_is_sent(sto
     {
         let endpoint = app
             .store
-            .create_endpoint(
-                NewEndpoint {
-                    account_id: account.id.clone(),
-                    url,
-                    description: String::new(),
-                    event_types: vec![format!("t{i}")],
-                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-                    rate_limit_per_sec: None,
-                    max_in_flight: 10,
-                },
-                now,
-            )
+            .create_endpoint(new_endpoint(&account.id, &url, &[&format!("t{i}")]), now)
             .await
             .unwrap();
         let event = NewEvent {

@@ -4,11 +4,10 @@ use std::{collections::HashSet, time::Duration};
 
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
-    store::{
-        AttemptRecord, Backend, DeliveryState, NewEndpoint, NewEvent, Role, Store, StoreError,
-        Transition,
-    },
+    store::{AttemptRecord, Backend, DeliveryState, NewEvent, Role, Store, StoreError, Transition},
 };
+
+use crate::helpers::new_endpoint;
 
 on_both_backends!(
     accounts_users_keys_and_endpoints_round_trip,
@@ -25,18 +24,6 @@ on_both_backends!(
 );
 
 const WINDOW: Duration = Duration::from_secs(72 * 3600);
-
-fn endpoint(account_id: &str, url: &str, types: &[&str]) -> NewEndpoint {
-    NewEndpoint {
-        account_id: account_id.to_string(),
-        url: url.to_string(),
-        description: String::new(),
-        event_types: types.iter().map(|t| t.to_string()).collect(),
-        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
-        rate_limit_per_sec: None,
-        max_in_flight: 10,
-    }
-}
 
 fn event(account_id: &str, id: &str, event_type: &str) -> NewEvent {
     NewEvent {
@@ -122,7 +109,7 @@ async fn accounts_users_keys_and_endpoints_round_trip(store: Store) {
         Err(StoreError::NotFound)
     ));
 
-    let mut new = endpoint(&acme.id, "https://hooks.acme.example/in", &["invoice.paid"]);
+    let mut new = new_endpoint(&acme.id, "https://hooks.acme.example/in", &["invoice.paid"]);
     new.rate_limit_per_sec = Some(5);
     new.max_in_flight = 3;
     let ep = store.create_endpoint(new, now).await.unwrap();
@@ -157,25 +144,25 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
     let all = store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
         .await
         .unwrap();
     let paid = store
         .create_endpoint(
-            endpoint(&acc.id, "https://b.example/", &["invoice.paid"]),
+            new_endpoint(&acc.id, "https://b.example/", &["invoice.paid"]),
             now,
         )
         .await
         .unwrap();
     let other_type = store
         .create_endpoint(
-            endpoint(&acc.id, "https://c.example/", &["user.created"]),
+            new_endpoint(&acc.id, "https://c.example/", &["user.created"]),
             now,
         )
         .await
         .unwrap();
     let paused = store
-        .create_endpoint(endpoint(&acc.id, "https://d.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://d.example/", &[]), now)
         .await
         .unwrap();
     store
@@ -183,7 +170,7 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
         .await
         .unwrap();
     let disabled = store
-        .create_endpoint(endpoint(&acc.id, "https://e.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://e.example/", &[]), now)
         .await
         .unwrap();
     store
@@ -193,7 +180,7 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
     // Another account's endpoints never receive this account's events.
     let stranger = store.create_account("stranger", now).await.unwrap();
     store
-        .create_endpoint(endpoint(&stranger.id, "https://s.example/", &[]), now)
+        .create_endpoint(new_endpoint(&stranger.id, "https://s.example/", &[]), now)
         .await
         .unwrap();
 
@@ -243,11 +230,11 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
     store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
         .await
         .unwrap();
     let doomed = store
-        .create_endpoint(endpoint(&acc.id, "https://b.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://b.example/", &[]), now)
         .await
         .unwrap();
 
@@ -303,7 +290,7 @@ async fn a_duplicate_producer_event_id_is_rejected_cleanly(store: Store) {
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
     store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
         .await
         .unwrap();
     let first = store
@@ -345,12 +332,15 @@ async fn claims_take_due_deliveries_oldest_first(store: Store) {
     let clock = TestClock::at(Timestamp(1_700_000_000_000));
     let acc = store.create_account("acme", clock.now()).await.unwrap();
     store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &["t"]), clock.now())
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://a.example/", &["t"]),
+            clock.now(),
+        )
         .await
         .unwrap();
     let paused = store
         .create_endpoint(
-            endpoint(&acc.id, "https://p.example/", &["paused.only"]),
+            new_endpoint(&acc.id, "https://p.example/", &["paused.only"]),
             clock.now(),
         )
         .await
@@ -421,11 +411,11 @@ async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
     let now = clock.now();
     let lease = now.plus(Duration::from_secs(300));
     let acc = store.create_account("acme", now).await.unwrap();
-    let mut narrow = endpoint(&acc.id, "https://narrow.example/", &[]);
+    let mut narrow = new_endpoint(&acc.id, "https://narrow.example/", &[]);
     narrow.max_in_flight = 3;
     let narrow = store.create_endpoint(narrow, now).await.unwrap();
     let wide = store
-        .create_endpoint(endpoint(&acc.id, "https://wide.example/", &[]), now)
+        .create_endpoint(new_endpoint(&acc.id, "https://wide.example/", &[]), now)
         .await
         .unwrap();
     for i in 0..12 {
@@ -478,7 +468,7 @@ async fn concurrent_claimers_never_share_a_delivery(store: Store) {
     let acc = store.create_account("acme", now).await.unwrap();
     for n in 0..4 {
         // Room for every delivery at once: this test is about sharing.
-        let mut roomy = endpoint(&acc.id, &format!("https://{n}.example/"), &[]);
+        let mut roomy = new_endpoint(&acc.id, &format!("https://{n}.example/"), &[]);
         roomy.max_in_flight = 1000;
         store.create_endpoint(roomy, now).await.unwrap();
     }
@@ -530,7 +520,10 @@ async fn deliveries_move_through_their_states(store: Store) {
     let clock = TestClock::starting_now();
     let acc = store.create_account("acme", clock.now()).await.unwrap();
     store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://a.example/", &[]),
+            clock.now(),
+        )
         .await
         .unwrap();
     for id in ["ok", "bad", "late"] {
@@ -662,7 +655,10 @@ async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
     let clock = TestClock::starting_now();
     let acc = store.create_account("acme", clock.now()).await.unwrap();
     store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://a.example/", &[]),
+            clock.now(),
+        )
         .await
         .unwrap();
     for id in ["crashed", "released"] {
@@ -731,12 +727,15 @@ async fn two_endpoints_and_events(
     let clock = TestClock::at(Timestamp(1_700_000_000_000));
     let acc = store.create_account("acme", clock.now()).await.unwrap();
     let a = store
-        .create_endpoint(endpoint(&acc.id, "https://a.example/", &[]), clock.now())
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://a.example/", &[]),
+            clock.now(),
+        )
         .await
         .unwrap();
     let b = store
         .create_endpoint(
-            endpoint(&acc.id, "https://b.example/", &["two"]),
+            new_endpoint(&acc.id, "https://b.example/", &["two"]),
             clock.now(),
         )
         .await

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use dakghar::{
     clock::{Clock, TestClock},
-    store::{NewEndpoint, NewEvent, Pool, Store, VacuumPolicy},
+    store::{NewEvent, Pool, Store, VacuumPolicy},
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::TestDb;
+use crate::helpers::{new_endpoint, TestDb};
 
 const DEAD_ROWS: i64 = 2_000;
 
@@ -115,15 +115,7 @@ async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
         let account = store.create_account("churn", now).await.unwrap();
         store
             .create_endpoint(
-                NewEndpoint {
-                    account_id: account.id.clone(),
-                    url: "https://churn.example/".into(),
-                    description: String::new(),
-                    event_types: Vec::new(),
-                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-                    rate_limit_per_sec: None,
-                    max_in_flight: 10,
-                },
+                new_endpoint(&account.id, "https://churn.example/", &[]),
                 now,
             )
             .await
