@@ -325,8 +325,9 @@ impl Engine {
     /// A claim loop. It does not wait for its round to be recorded before
     /// claiming again: a round settles on its own while the room the node
     /// has left (`workers × batch_size` deliveries) is claimed meanwhile.
-    /// Waiting cost a commit per round, which on Postgres was most of the
-    /// time from due to the attempt at light load.
+    /// Waiting held a loop through each round's group commit, and through
+    /// a hanging receiver's whole timeout while other endpoints' events
+    /// queued behind it.
     async fn work(self: Arc<Self>, shutdown: CancellationToken) {
         let batch = u32::try_from(self.settings.batch_size.max(1)).unwrap_or(u32::MAX);
         // Claim in chunks even when the room comes back a delivery at a
