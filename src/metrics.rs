@@ -119,6 +119,15 @@ pub fn describe() {
     );
 }
 
+/// Runs `work` and records how long it took in the histogram `name`,
+/// whatever it returned.
+pub async fn timed<T>(name: &'static str, work: impl std::future::Future<Output = T>) -> T {
+    let started = std::time::Instant::now();
+    let out = work.await;
+    metrics::histogram!(name).record(started.elapsed().as_secs_f64());
+    out
+}
+
 /// The status class label: `2xx` … `5xx`, or `none` without a response.
 pub fn status_class(status: Option<u16>) -> &'static str {
     match status {

@@ -76,12 +76,12 @@ pub async fn ingest(
         event_type,
         payload,
     };
-    let started = std::time::Instant::now();
-    let inserted = ctx
-        .store
-        .insert_event(new, now, now.plus(settings.retry_window))
-        .await;
-    metrics::histogram!("dakghar_db_ingest_seconds").record(started.elapsed().as_secs_f64());
+    let inserted = crate::metrics::timed(
+        "dakghar_db_ingest_seconds",
+        ctx.store
+            .insert_event(new, now, now.plus(settings.retry_window)),
+    )
+    .await;
     let deliveries = match inserted {
         Ok(inserted) => {
             ctx.engine.wake().await;

@@ -35,10 +35,15 @@ use crate::{
 /// nothing to send, its endpoint deleted meanwhile).
 type Round = Vec<(Delivery, Option<JoinHandle<Result<(), StoreError>>>)>;
 
+/// The most one claim loop takes at once, as semaphore permits.
+fn batch_permits(settings: &DeliverySettings) -> u32 {
+    u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX)
+}
+
 /// How many deliveries a node holds claimed at once, across its loops.
 fn room_size(settings: &DeliverySettings) -> u32 {
-    let batch = u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX);
-    batch.saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
+    batch_permits(settings)
+        .saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
 }
 
 /// Runs before each request; tests use it to plant worker faults.
@@ -142,12 +147,12 @@ impl Engine {
     async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, StoreError> {
         let now = self.clock.now();
         self.rescue_now_and_then(now).await?;
-        let started = std::time::Instant::now();
-        let claimed = self
-            .store
-            .claim_due(now, now.plus(self.settings.lease), limit)
-            .await?;
-        metrics::histogram!("dakghar_db_claim_seconds").record(started.elapsed().as_secs_f64());
+        let claimed = crate::metrics::timed(
+            "dakghar_db_claim_seconds",
+            self.store
+                .claim_due(now, now.plus(self.settings.lease), limit),
+        )
+        .await?;
         let mut inputs = match self.store.batch_inputs(&claimed).await {
             Ok(inputs) => inputs,
             Err(e) => {
@@ -329,7 +334,7 @@ impl Engine {
     /// a hanging receiver's whole timeout while other endpoints' events
     /// queued behind it.
     async fn work(self: Arc<Self>, shutdown: CancellationToken) {
-        let batch = u32::try_from(self.settings.batch_size.max(1)).unwrap_or(u32::MAX);
+        let batch = batch_permits(&self.settings);
         // Claim in chunks even when the room comes back a delivery at a
         // time: every claim takes the cluster-wide claim lock.
         let chunk = (batch / 4).clamp(1, self.room_size());

@@ -26,16 +26,13 @@ impl Recorder {
 
     /// Records one attempt; returns once it is committed.
     pub async fn complete(&self, completion: Completion) -> Result<Delivery, StoreError> {
-        let started = std::time::Instant::now();
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((completion, reply))
             .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
-        let answer = answer
+        crate::metrics::timed("dakghar_db_record_seconds", answer)
             .await
-            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
-        metrics::histogram!("dakghar_db_record_seconds").record(started.elapsed().as_secs_f64());
-        answer
+            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?
     }
 }
 
