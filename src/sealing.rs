@@ -6,13 +6,12 @@
 
 mod key_file;
 
-pub use key_file::load_or_create;
-
 use base64::{engine::general_purpose::STANDARD, Engine};
 use chacha20poly1305::{
     aead::{Aead, AeadCore, KeyInit, OsRng, Payload},
     XChaCha20Poly1305, XNonce,
 };
+pub use key_file::load_or_create;
 
 /// Marks a sealed value; anything else in the column is a plaintext secret
 /// from before sealing, which start-up seals.

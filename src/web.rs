@@ -8,11 +8,11 @@ mod protect;
 use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
 use app::{port::DashboardRef, shell, App};
-use axum::serve::ListenerExt;
 use axum::{
     extract::{FromRef, State},
     response::Redirect,
     routing::{get, post},
+    serve::ListenerExt,
     Router,
 };
 use leptos::prelude::*;

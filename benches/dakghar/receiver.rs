@@ -11,7 +11,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use axum::{extract::State, http::HeaderMap, http::StatusCode, serve::ListenerExt, Router};
+use axum::{
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    serve::ListenerExt,
+    Router,
+};
 
 #[derive(Default)]
 struct Inner {

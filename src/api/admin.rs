@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use app::model::Viewer;
-use axum::response::IntoResponse;
 use axum::{
     extract::{FromRequestParts, Path, State},
     http::{request::Parts, Method, StatusCode},
+    response::IntoResponse,
     Json,
 };
 use serde::{Deserialize, Serialize};

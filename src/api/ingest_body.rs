@@ -117,8 +117,9 @@ pub(super) fn too_large() -> ApiError {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use proptest::prelude::*;
+
+    use super::*;
 
     fn json_headers() -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -1,6 +1,8 @@
 //! Browser-facing protections: cross-site form posts refused, and security
 //! headers on every response.
 
+use std::sync::LazyLock;
+
 use axum::{
     extract::Request,
     http::{header, HeaderValue, Method, StatusCode},
@@ -8,7 +10,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use leptos::prelude::use_context;
-use std::sync::LazyLock;
 
 /// Scripts only from here and the wasm module, plus, on pages Leptos
 /// renders, the inline hydration scripts carrying that response's nonce.

@@ -3,7 +3,12 @@
 
 use std::time::Duration;
 
-use dakghar::{auth::api_key, clock::Clock, config::ServeConfig, store::DeliveryState};
+use dakghar::{
+    auth::api_key,
+    clock::Clock,
+    config::ServeConfig,
+    store::{DeliveryState, Store},
+};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -11,7 +16,6 @@ use crate::{
     helpers::{browser, seed_user, spawn_app_with, Seeded, TestApp, PASSWORD},
     receiver::Receiver,
 };
-use dakghar::store::Store;
 
 on_both_backends!(
     the_list_filters_by_state_type_endpoint_time_and_id_and_pages,

@@ -6,9 +6,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-
 use dakghar::{
     auth::password,
     clock::{Clock, TestClock},
@@ -17,6 +14,8 @@ use dakghar::{
     store::{postgres, Account, NewEndpoint, Role, Store, User},
     web::Application,
 };
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Runs each named `async fn(Store)` once on SQLite and once on Postgres.
 macro_rules! on_both_backends {

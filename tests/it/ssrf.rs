@@ -4,15 +4,14 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use serde_json::{json, Value};
-
 use dakghar::{
     clock::Clock,
     config::ServeConfig,
     delivery::target_policy::TargetPolicy,
     store::{DeliveryState, NewEvent, Store},
 };
+use reqwest::StatusCode;
+use serde_json::{json, Value};
 
 use crate::{
     dashboard_events::{customer, tick_until_idle, Customer},
