@@ -16,7 +16,7 @@ use axum::{
     Router,
 };
 
-use crate::web::AppState;
+use crate::context::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

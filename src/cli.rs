@@ -14,7 +14,6 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{
     auth::{api_key, password},
-    bootstrap,
     clock::{SharedClock, SystemClock},
     config::ServeConfig,
     delivery::{
@@ -22,12 +21,10 @@ use crate::{
         settings::DeliverySettings,
         target_policy::TargetPolicy,
     },
-    demo,
     mailer::MailSettings,
     retention::RetentionSettings,
-    sealing::{self, SecretsKey},
+    startup,
     store::{Role, Store, StoreError},
-    web::Application,
 };
 
 #[derive(Debug, Parser)]
@@ -297,12 +294,12 @@ async fn run(cli: Cli) -> CliResult {
             Ok(())
         }
         Command::Serve(args) => {
-            let store = with_secrets_key(store, &args, url.as_deref()).await?;
-            serve(args, store, clock).await
+            let store = secrets_key(store, &args, url.as_deref()).await?;
+            startup::serve(serve_config(args), store, clock).await
         }
         Command::Demo(args) => {
-            let store = with_secrets_key(store, &args, url.as_deref()).await?;
-            demo(args, store, clock).await
+            let store = secrets_key(store, &args, url.as_deref()).await?;
+            startup::demo(serve_config(args), store, clock).await
         }
         Command::Account(AccountCmd::Create { name }) => {
             let name = name.trim();
@@ -352,49 +349,18 @@ fn parse_subnet(raw: &str) -> Result<ipnet::IpNet, String> {
         .map_err(|_| format!("{raw:?} is not a subnet like 127.0.0.1/32 or fd00::/8"))
 }
 
-/// Attaches the secrets key, checks it against what is stored and seals
-/// secrets left in plaintext by an older version.
-async fn with_secrets_key(
+async fn secrets_key(
     store: Store,
     args: &ServeArgs,
     database_url: Option<&str>,
 ) -> Result<Store, Box<dyn std::error::Error>> {
-    let key = match &args.secrets_key {
-        Some(text) => SecretsKey::from_base64(text).map_err(|e| format!("--secrets-key: {e}"))?,
-        None => {
-            let file = args
-                .secrets_key_file
-                .clone()
-                .unwrap_or_else(|| default_key_file(database_url));
-            let (key, created) = sealing::load_or_create(&file)?;
-            if created {
-                tracing::warn!(file = %file.display(), "created a new secrets key; back it up, and give every node the same key");
-            }
-            key
-        }
-    };
-    let store = store.with_secrets_key(key);
-    let sealed = store.seal_stored_secrets().await?;
-    if sealed > 0 {
-        tracing::info!(
-            endpoints = sealed,
-            "sealed endpoint secrets that were stored in plaintext"
-        );
-    }
-    Ok(store)
-}
-
-/// Beside the SQLite file (one folder holds the installation), else in data/.
-fn default_key_file(database_url: Option<&str>) -> PathBuf {
-    let url = crate::store::database_url(database_url);
-    let sqlite_dir = url
-        .strip_prefix("sqlite://")
-        .map(|p| p.split('?').next().unwrap_or(p))
-        .and_then(|p| std::path::Path::new(p).parent());
-    match sqlite_dir {
-        Some(dir) => dir.join("secrets.key"),
-        None => PathBuf::from("data/secrets.key"),
-    }
+    startup::with_secrets_key(
+        store,
+        args.secrets_key.as_deref(),
+        args.secrets_key_file.clone(),
+        database_url,
+    )
+    .await
 }
 
 fn serve_config(args: ServeArgs) -> ServeConfig {
@@ -420,79 +386,6 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
             idle: args.session_idle_timeout,
             max_age: args.session_max_age,
         },
-    }
-}
-
-async fn demo(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
-    let stop = tokio_util::sync::CancellationToken::new();
-    let receiver = demo::start_receiver(stop.clone()).await?;
-    let login = demo::seed(&store, &clock, &receiver).await?;
-    let mut config = serve_config(args);
-    // The demo's receiver lives on this machine: let the guard through to it alone.
-    if let Some(ip) = url::Url::parse(&receiver)
-        .ok()
-        .and_then(|u| u.host_str()?.parse::<std::net::IpAddr>().ok())
-    {
-        config.delivery.targets.allowed.push(ipnet::IpNet::from(ip));
-    }
-    // Seconds, not minutes, between retries: the dashboard moves while you watch.
-    config.delivery.backoff.base = Duration::from_secs(10);
-    config.delivery.backoff.cap = Duration::from_secs(120);
-    let app = Application::build(config, store.clone(), clock.clone()).await?;
-    let addr = app.local_addr();
-    let trickle = demo::trickle(
-        store,
-        clock,
-        app.engine(),
-        login.account_id,
-        Duration::from_millis(1500),
-        stop.clone(),
-    );
-    println!("Demo: events flow to three endpoints on a built-in receiver (healthy, flaky, gone).");
-    println!("  email:    {}", login.email);
-    println!("  password: {}", login.password);
-    println!("  sign in:  http://{addr}/login");
-    tracing::info!(%addr, "Dakghar (demo) is serving http://{addr}");
-    app.run_until(shutdown_signal()).await?;
-    stop.cancel();
-    let _ = trickle.await;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-async fn serve(args: ServeArgs, store: Store, clock: SharedClock) -> CliResult {
-    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
-        println!("First start: created an admin user. This password is shown only once.");
-        println!("  email:    {}", first.email);
-        println!("  password: {}", first.password);
-        println!("  sign in:  http://{}/login", args.listen);
-    }
-    let config = serve_config(args);
-    let app = Application::build(config, store, clock).await?;
-    tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());
-    app.run_until(shutdown_signal()).await?;
-    tracing::info!("stopped");
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
     }
 }
 

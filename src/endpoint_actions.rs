@@ -3,9 +3,9 @@
 //! that a resume wakes the workers.
 
 use crate::{
+    context::Ctx,
     delivery::signing,
     store::{Endpoint, StoreError},
-    web::Ctx,
 };
 
 pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, StoreError> {

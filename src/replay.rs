@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::{
+    context::Ctx,
     store::{Replay, ReplayCriteria, StoreError},
-    web::Ctx,
 };
 
 /// The longest window a replay may be spread over.

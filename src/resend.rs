@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use crate::{
+    context::Ctx,
     store::{Delivery, DeliveryState, StoreError},
-    web::Ctx,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -13,7 +13,7 @@ use app::{
     port::Dashboard,
 };
 
-use crate::{store::StoreError, web::Ctx};
+use crate::{context::Ctx, store::StoreError};
 
 mod account;
 mod admin;

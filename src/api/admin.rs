@@ -20,9 +20,9 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
+    context::AppState,
     replay,
     store::{Replay, ReplayCriteria},
-    web::AppState,
 };
 
 /// An administrator, and how the audit log names them.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::{extract::FromRequestParts, http::request::Parts};
 
 use super::error::ApiError;
-use crate::{auth::api_key, store::StoreError, web::AppState};
+use crate::{auth::api_key, context::AppState, store::StoreError};
 
 /// An authenticated producer. Every query made for it is scoped by `account_id`.
 #[derive(Debug, Clone)]

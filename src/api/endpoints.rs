@@ -14,10 +14,10 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
+    context::AppState,
     delivery::{signing, target_policy::TargetPolicy},
     endpoint_actions,
     store::{Endpoint, EndpointPatch, NewEndpoint},
-    web::AppState,
 };
 
 const MAX_EVENT_TYPES: usize = 100;

@@ -18,10 +18,10 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
+    context::AppState,
     delivery::classify::explain,
     resend::{self, ResendError},
     store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
-    web::AppState,
 };
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -11,7 +11,7 @@ use app::{
 };
 
 use super::internal;
-use crate::{auth::api_key, delivery::backoff::Jitter, web::Ctx};
+use crate::{auth::api_key, context::Ctx, delivery::backoff::Jitter};
 
 pub async fn notifications(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
     let list = ctx

@@ -14,9 +14,9 @@ use app::{
 use super::internal;
 use crate::{
     clock::Timestamp,
+    context::Ctx,
     replay,
     store::{Replay, ReplayCriteria, StoreError},
-    web::Ctx,
 };
 
 fn require_admin(viewer: &Viewer) -> Result<(), AppError> {

@@ -16,10 +16,10 @@ use super::internal;
 use crate::{
     api::endpoints::{check_limits, check_types, url},
     clock::Timestamp,
+    context::Ctx,
     delivery::{classify::explain, signing},
     endpoint_actions, ids,
     store::{self, Endpoint, NewEndpoint, NewEvent, WindowStats},
-    web::Ctx,
 };
 
 const DAY_MS: i64 = 24 * 3_600_000;

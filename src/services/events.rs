@@ -16,10 +16,10 @@ use app::{
 use super::internal;
 use crate::{
     clock::Timestamp,
+    context::Ctx,
     delivery::classify::explain,
     resend::{self, ResendError},
     store::{Attempt, Delivery, DeliveryState, Endpoint, EventFilter},
-    web::Ctx,
 };
 
 const PAGE_SIZE: i64 = 25;

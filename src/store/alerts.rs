@@ -1,10 +1,9 @@
 //! What the alert job asks: which endpoints crossed a tier, and the
-//! conditional updates that make each alert fire once, on any node. Plus
-//! the outbox's sending state.
+//! conditional updates that make each alert fire once, on any node.
 
 use sqlx::FromRow;
 
-use super::{Endpoint, Notification, Pool, Result, Store};
+use super::{Endpoint, Pool, Result, Store};
 use crate::clock::Timestamp;
 
 /// An endpoint whose oldest waiting delivery gives up soon.
@@ -115,69 +114,5 @@ impl Store {
             .await
             .map(|r| r.rows_affected()))?;
         Ok(n == 1)
-    }
-
-    // ---- the outbox ----------------------------------------------------------
-
-    pub async fn due_notifications(&self, now: Timestamp, limit: i64) -> Result<Vec<Notification>> {
-        let sql = "SELECT * FROM notifications WHERE sent_at IS NULL \
-                   AND (next_send_at IS NULL OR next_send_at <= $1) ORDER BY created_at, id LIMIT $2";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
-            .bind(now.millis())
-            .bind(limit)
-            .fetch_all(p)
-            .await)?)
-    }
-
-    pub async fn account_emails(&self, account_id: &str) -> Result<Vec<String>> {
-        let sql = "SELECT email FROM users WHERE account_id = $1 ORDER BY email";
-        Ok(on_pool!(self, |p| sqlx::query_scalar(sql)
-            .bind(account_id)
-            .fetch_all(p)
-            .await)?)
-    }
-
-    /// Takes one notification for sending until `until`, so that of several
-    /// nodes only one emails it; `false` if another node has it.
-    pub async fn claim_notification(
-        &self,
-        id: &str,
-        now: Timestamp,
-        until: Timestamp,
-    ) -> Result<bool> {
-        let sql = "UPDATE notifications SET next_send_at = $1 WHERE id = $2 AND sent_at IS NULL \
-                   AND (next_send_at IS NULL OR next_send_at <= $3)";
-        let n = on_pool!(self, |p| sqlx::query(sql)
-            .bind(until.millis())
-            .bind(id)
-            .bind(now.millis())
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        Ok(n == 1)
-    }
-
-    pub async fn mark_sent(&self, id: &str, now: Timestamp) -> Result<()> {
-        let sql = "UPDATE notifications SET sent_at = $1, last_send_error = NULL WHERE id = $2";
-        on_pool!(self, |p| sqlx::query(sql)
-            .bind(now.millis())
-            .bind(id)
-            .execute(p)
-            .await
-            .map(|_| ()))?;
-        Ok(())
-    }
-
-    pub async fn mark_send_failed(&self, id: &str, error: &str, retry_at: Timestamp) -> Result<()> {
-        let sql = "UPDATE notifications SET send_attempts = send_attempts + 1, next_send_at = $1, \
-                   last_send_error = $2 WHERE id = $3";
-        on_pool!(self, |p| sqlx::query(sql)
-            .bind(retry_at.millis())
-            .bind(error)
-            .bind(id)
-            .execute(p)
-            .await
-            .map(|_| ()))?;
-        Ok(())
     }
 }

@@ -1,8 +1,18 @@
-//! Endpoint changes: edits, pause/resume, secret rotation, and the health
+//! Endpoints: creating and reading them, edits, pause/resume, secret rotation, and the health
 //! bookkeeping (failure streaks, circuit breaker) the engine updates.
 
-use super::{Endpoint, Pool, Result, Store, StoreError};
-use crate::clock::Timestamp;
+use super::{sql::ENDPOINT_SUCCEEDED, Endpoint, Pool, Result, Store, StoreError};
+use crate::{clock::Timestamp, ids};
+
+pub struct NewEndpoint {
+    pub account_id: String,
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<String>,
+    pub secret: String,
+    pub rate_limit_per_sec: Option<i64>,
+    pub max_in_flight: i64,
+}
 
 /// Fields a PATCH may change; `None` leaves the column as it is.
 #[derive(Debug, Default)]
@@ -14,14 +24,70 @@ pub struct EndpointPatch {
     pub max_in_flight: Option<i64>,
 }
 
-/// A 2xx: streaks reset, circuit closed, failing-since cleared. ($1 now, $2 id)
-pub(super) const ENDPOINT_SUCCEEDED: &str =
-    "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
-     last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
-     circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
-     updated_at = $1 WHERE id = $2";
-
 impl Store {
+    pub async fn create_endpoint(&self, new: NewEndpoint, now: Timestamp) -> Result<Endpoint> {
+        let sql = "INSERT INTO endpoints (id, account_id, url, description, event_types, secret, \
+                   rate_limit_per_sec, max_in_flight, created_at, updated_at) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING *";
+        let id = ids::new_id(ids::ENDPOINT);
+        let types = serde_json::to_string(&new.event_types).unwrap_or_else(|_| "[]".into());
+        let sealed = self.secrets_key()?.seal(&id, &new.secret);
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(&id)
+            .bind(&new.account_id)
+            .bind(&new.url)
+            .bind(&new.description)
+            .bind(&types)
+            .bind(&sealed)
+            .bind(new.rate_limit_per_sec)
+            .bind(new.max_in_flight)
+            .bind(now.millis())
+            .fetch_one(p)
+            .await)?;
+        self.opened(ep)
+    }
+
+    /// An endpoint of this account; another account's id is simply not found.
+    pub async fn endpoint(&self, account_id: &str, id: &str) -> Result<Endpoint> {
+        let sql = "SELECT * FROM endpoints WHERE account_id = $1 AND id = $2";
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?;
+        self.opened(ep)
+    }
+
+    pub async fn list_endpoints(&self, account_id: &str) -> Result<Vec<Endpoint>> {
+        let sql = "SELECT * FROM endpoints WHERE account_id = $1 ORDER BY created_at, id";
+        let eps = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?;
+        self.opened_all(eps)
+    }
+
+    pub async fn set_endpoint_state(
+        &self,
+        account_id: &str,
+        id: &str,
+        state: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Endpoint> {
+        let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3 \
+                   WHERE account_id = $4 AND id = $5 RETURNING *";
+        let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
+            .bind(state)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?;
+        self.opened(ep)
+    }
+
     pub async fn update_endpoint(
         &self,
         account_id: &str,

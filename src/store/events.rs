@@ -1,13 +1,26 @@
-//! Reading events for the API and dashboard, resending deliveries, and the
-//! notification outbox and replay audit log.
+//! Events and their deliveries: storing an event with its fan-out in one
+//! transaction, and reading them back for the API and the dashboard.
 
 use std::collections::HashMap;
 
 use super::{
-    claim_held, placeholders, Delivery, Event, Notification, Pool, Replay, Result, Store,
+    sql::placeholders, Attempt, Delivery, DeliveryState, Endpoint, Event, Pool, Result, Store,
     StoreError,
 };
 use crate::{clock::Timestamp, ids};
+
+pub struct NewEvent {
+    pub account_id: String,
+    pub id: String,
+    pub event_type: String,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub struct InsertedEvent {
+    pub event: Event,
+    pub deliveries: Vec<Delivery>,
+}
 
 #[derive(Debug, Default, Clone)]
 pub struct EventFilter {
@@ -32,6 +45,124 @@ pub struct EventPage {
 }
 
 impl Store {
+    /// Stores the event and one `pending` delivery per subscribed endpoint
+    /// (paused ones too: skipping them would lose data; disabled ones not),
+    /// all in one transaction. A producer id seen before is a `Conflict`
+    /// and leaves nothing behind.
+    pub async fn insert_event(
+        &self,
+        new: NewEvent,
+        now: Timestamp,
+        give_up_at: Timestamp,
+    ) -> Result<InsertedEvent> {
+        self.insert_event_for(new, None, now, give_up_at).await
+    }
+
+    /// Like `insert_event`; with `only` set, the event goes to that one
+    /// endpoint whatever its filter (the dashboard's "send test event").
+    pub async fn insert_event_for(
+        &self,
+        new: NewEvent,
+        only: Option<&str>,
+        now: Timestamp,
+        give_up_at: Timestamp,
+    ) -> Result<InsertedEvent> {
+        // The write comes first so SQLite takes its write lock at once
+        // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
+        let insert_event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
+                            VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING *";
+        let endpoints = "SELECT * FROM endpoints WHERE account_id = $1 AND state <> 'disabled' \
+                         ORDER BY created_at, id";
+        let insert_delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, \
+                               state, next_attempt_at, give_up_at, created_at, updated_at) \
+                               VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5) RETURNING *";
+        on_writer!(self, |p| {
+            let mut tx = p.begin().await?;
+            let Some(event) = sqlx::query_as::<_, Event>(insert_event)
+                .bind(&new.account_id)
+                .bind(&new.id)
+                .bind(&new.event_type)
+                .bind(&new.payload)
+                .bind(now.millis())
+                .fetch_optional(&mut *tx)
+                .await?
+            else {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict("an event with this id"));
+            };
+            let targets = sqlx::query_as::<_, Endpoint>(endpoints)
+                .bind(&new.account_id)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut deliveries = Vec::new();
+            let chosen = targets.iter().filter(|e| match only {
+                Some(id) => e.id == id,
+                None => e.wants(&event.event_type),
+            });
+            for endpoint in chosen {
+                let delivery = sqlx::query_as::<_, Delivery>(insert_delivery)
+                    .bind(ids::new_id(ids::DELIVERY))
+                    .bind(&event.account_id)
+                    .bind(&event.id)
+                    .bind(&endpoint.id)
+                    .bind(now.millis())
+                    .bind(give_up_at.millis())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                deliveries.push(delivery);
+            }
+            tx.commit().await?;
+            Ok(InsertedEvent { event, deliveries })
+        })
+    }
+
+    pub async fn event(&self, account_id: &str, id: &str) -> Result<Event> {
+        let sql = "SELECT * FROM events WHERE account_id = $1 AND id = $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Event>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn deliveries_of_event(
+        &self,
+        account_id: &str,
+        event_id: &str,
+    ) -> Result<Vec<Delivery>> {
+        let sql = "SELECT * FROM deliveries WHERE account_id = $1 AND event_id = $2 \
+                   ORDER BY created_at, id";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(account_id)
+            .bind(event_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn delivery(&self, id: &str) -> Result<Delivery> {
+        let sql = "SELECT * FROM deliveries WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Delivery>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn attempts_of_delivery(&self, delivery_id: &str) -> Result<Vec<Attempt>> {
+        let sql = "SELECT * FROM attempts WHERE delivery_id = $1 ORDER BY attempt";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Attempt>(sql)
+            .bind(delivery_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    pub async fn count_deliveries(&self, state: DeliveryState) -> Result<i64> {
+        let sql = "SELECT COUNT(*) FROM deliveries WHERE state = $1";
+        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .bind(state.as_str())
+            .fetch_one(p)
+            .await)?)
+    }
+
     /// Newest first, keyset-paginated on (created_at, id): no OFFSET, no COUNT.
     pub async fn list_events(
         &self,
@@ -153,148 +284,7 @@ impl Store {
             .await)?)
     }
 
-    /// Resend (SPEC §5): from delivered, failed or expired back to pending,
-    /// due now, with a fresh deadline and backoff counter; history is kept.
-    /// The audit row by `actor` is written in the same transaction.
-    pub async fn resend_delivery(
-        &self,
-        account_id: &str,
-        id: &str,
-        actor: &str,
-        give_up_at: Timestamp,
-        now: Timestamp,
-    ) -> Result<Delivery> {
-        let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
-                   give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $1 \
-                   WHERE account_id = $3 AND id = $4 \
-                   AND state IN ('delivered', 'failed', 'expired') RETURNING *";
-        let audit =
-            "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
-                     VALUES ($1, $2, $3, 'single', $4, 1, $5)";
-        let criteria = serde_json::json!({ "delivery_id": id }).to_string();
-        let updated = on_pool!(self, |p| {
-            let mut tx = p.begin().await?;
-            let updated = sqlx::query_as::<_, Delivery>(sql)
-                .bind(now.millis())
-                .bind(give_up_at.millis())
-                .bind(account_id)
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if updated.is_some() {
-                sqlx::query(audit)
-                    .bind(ids::new_id(ids::REPLAY))
-                    .bind(account_id)
-                    .bind(actor)
-                    .bind(&criteria)
-                    .bind(now.millis())
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-            }
-            Ok::<_, StoreError>(updated)
-        })?;
-        match updated {
-            Some(d) => Ok(d),
-            None => {
-                // Tell "no such delivery" from "not in a state that can be resent".
-                self.account_delivery(account_id, id).await?;
-                Err(StoreError::Conflict(
-                    "a pending or in-flight attempt for this delivery",
-                ))
-            }
-        }
-    }
-
-    /// Ends a claimed delivery without an attempt (its deadline passed while
-    /// it waited), recording why.
-    pub async fn expire_claimed(
-        &self,
-        claimed: &Delivery,
-        reason: &str,
-        now: Timestamp,
-    ) -> Result<()> {
-        let sql =
-            "UPDATE deliveries SET state = 'expired', claimed_at = NULL, lease_until = NULL, \
-                   claim_token = NULL, last_error = $1, finished_at = $2, updated_at = $2 \
-                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_writer!(self, |p| sqlx::query(sql)
-            .bind(reason)
-            .bind(now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        claim_held(n, claimed)
-    }
-
-    /// Hands a claimed delivery back for later without counting an attempt
-    /// (rate limit, half-open circuit busy).
-    pub async fn postpone_claim(
-        &self,
-        claimed: &Delivery,
-        until: Timestamp,
-        now: Timestamp,
-    ) -> Result<()> {
-        let sql =
-            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
-                   claim_token = NULL, next_attempt_at = $1, updated_at = $2 \
-                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_writer!(self, |p| sqlx::query(sql)
-            .bind(until.millis())
-            .bind(now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        claim_held(n, claimed)
-    }
-
     pub async fn event_of(&self, delivery: &Delivery) -> Result<Event> {
         self.event(&delivery.account_id, &delivery.event_id).await
-    }
-
-    pub async fn add_notification(
-        &self,
-        account_id: &str,
-        endpoint_id: Option<&str>,
-        kind: &str,
-        subject: &str,
-        body: &str,
-        now: Timestamp,
-    ) -> Result<Notification> {
-        let sql = "INSERT INTO notifications (id, account_id, endpoint_id, kind, subject, body, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
-            .bind(ids::new_id(ids::NOTIFICATION))
-            .bind(account_id)
-            .bind(endpoint_id)
-            .bind(kind)
-            .bind(subject)
-            .bind(body)
-            .bind(now.millis())
-            .fetch_one(p)
-            .await)?)
-    }
-
-    pub async fn notifications(&self, account_id: &str) -> Result<Vec<Notification>> {
-        let sql = "SELECT * FROM notifications WHERE account_id = $1 ORDER BY created_at DESC, id";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
-            .bind(account_id)
-            .fetch_all(p)
-            .await)?)
-    }
-
-    /// The audit log, newest first: one account's, or everyone's for admins.
-    pub async fn replays(&self, account_id: Option<&str>, limit: i64) -> Result<Vec<Replay>> {
-        let sql = "SELECT * FROM replays WHERE ($1 IS NULL OR account_id = $1) \
-                   ORDER BY created_at DESC, id DESC LIMIT $2";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, Replay>(sql)
-            .bind(account_id)
-            .bind(limit)
-            .fetch_all(p)
-            .await)?)
     }
 }

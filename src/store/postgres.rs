@@ -8,8 +8,11 @@ use sqlx::{
 };
 
 use super::{
-    endpoints::ENDPOINT_SUCCEEDED, parse_options, redact_url, Completion, Delivery, Outcome, Pool,
-    Result, Store, StoreError, CLAIM_SLOTS,
+    parse_options,
+    queue::{healthy_endpoints, Completion, Outcome},
+    redact_url,
+    sql::{CLAIM_SLOTS, ENDPOINT_SUCCEEDED},
+    Delivery, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -204,7 +207,7 @@ pub(super) async fn complete_attempts(
             .execute(&mut *tx)
             .await?;
     }
-    for (endpoint_id, at) in super::healthy_endpoints(&written) {
+    for (endpoint_id, at) in healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)
             .bind(at.millis())
             .bind(endpoint_id)
@@ -225,4 +228,65 @@ pub(super) async fn complete_attempts(
 /// One array parameter for `unnest`: a field of every row.
 fn column<R, T>(rows: &[R], field: impl Fn(&R) -> T) -> Vec<T> {
     rows.iter().map(field).collect()
+}
+
+// ---- vacuum ------------------------------------------------------------
+//
+// Every delivery leaves the due index when it is claimed, but its entry
+// stays in the index until a vacuum. Claims walk that index from its old
+// end, so after a large burn-down each claim steps over every entry left
+// behind: measured at a million churned rows, ~6 000 buffers and 15–19 ms
+// a claim, against 65 buffers after a plain `VACUUM` (1.7 s). Autovacuum
+// gets there eventually, but its naptime (a minute by default) and cost
+// throttling leave new events waiting behind slow claims meanwhile.
+
+/// When a node vacuums `deliveries` itself.
+#[derive(Debug, Clone)]
+pub struct VacuumPolicy {
+    /// How often the node looks at the table's dead-row count.
+    pub every: Duration,
+    /// Vacuum once at least this many dead rows are waiting.
+    pub dead_rows: i64,
+    /// ...and no vacuum (ours or autovacuum's) ran in this long.
+    pub min_gap: Duration,
+}
+
+impl Default for VacuumPolicy {
+    /// Measured in `make bench`: even 80 000 churned rows left claims
+    /// walking ~5 800 index pages (5 ms before the first row) at light
+    /// load right after a burn-down, so the bar is low and the check
+    /// frequent. The job stretches the gap to ten times the last vacuum's
+    /// duration, so a big table is never vacuumed more than a tenth of
+    /// the time.
+    fn default() -> Self {
+        VacuumPolicy {
+            every: Duration::from_secs(1),
+            dead_rows: 20_000,
+            min_gap: Duration::from_secs(5),
+        }
+    }
+}
+
+/// See `Store::vacuum_deliveries_if_churned`.
+pub(super) async fn vacuum_deliveries_if_churned(
+    pool: &PgPool,
+    policy: &VacuumPolicy,
+) -> Result<Option<i64>> {
+    let (dead, since): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT n_dead_tup, \
+                EXTRACT(EPOCH FROM now() - GREATEST(last_vacuum, last_autovacuum))::float8 \
+         FROM pg_stat_user_tables WHERE relid = 'deliveries'::regclass",
+    )
+    .fetch_one(pool)
+    .await?;
+    let recently = since.is_some_and(|s| s < policy.min_gap.as_secs_f64());
+    if dead < policy.dead_rows || recently {
+        return Ok(None);
+    }
+    // SKIP_LOCKED: if autovacuum or another node is already at it, that
+    // vacuum does the job and this one returns at once.
+    sqlx::raw_sql("VACUUM (SKIP_LOCKED) deliveries")
+        .execute(pool)
+        .await?;
+    Ok(Some(dead))
 }

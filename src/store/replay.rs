@@ -1,4 +1,5 @@
-//! Bulk replay (SPEC §5): preview what matches, reset it in batches with
+//! Replay (SPEC §5): resending one delivery, the audit log, and bulk
+//! replay: preview what matches, reset it in batches with
 //! the retries spread over a window and within each endpoint's rate limit,
 //! count progress, and cancel what has not been attempted yet.
 
@@ -6,7 +7,7 @@ use std::collections::HashMap;
 
 use sqlx::FromRow;
 
-use super::{Pool, Replay, Result, Store, StoreError};
+use super::{Delivery, Pool, Replay, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
 /// Which dead letters to replay. Times are the deliveries' `created_at`.
@@ -248,5 +249,69 @@ impl Store {
             tx.commit().await?;
             Ok(reverted)
         })
+    }
+
+    /// Resend (SPEC §5): from delivered, failed or expired back to pending,
+    /// due now, with a fresh deadline and backoff counter; history is kept.
+    /// The audit row by `actor` is written in the same transaction.
+    pub async fn resend_delivery(
+        &self,
+        account_id: &str,
+        id: &str,
+        actor: &str,
+        give_up_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<Delivery> {
+        let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
+                   give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $1 \
+                   WHERE account_id = $3 AND id = $4 \
+                   AND state IN ('delivered', 'failed', 'expired') RETURNING *";
+        let audit =
+            "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
+                     VALUES ($1, $2, $3, 'single', $4, 1, $5)";
+        let criteria = serde_json::json!({ "delivery_id": id }).to_string();
+        let updated = on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let updated = sqlx::query_as::<_, Delivery>(sql)
+                .bind(now.millis())
+                .bind(give_up_at.millis())
+                .bind(account_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if updated.is_some() {
+                sqlx::query(audit)
+                    .bind(ids::new_id(ids::REPLAY))
+                    .bind(account_id)
+                    .bind(actor)
+                    .bind(&criteria)
+                    .bind(now.millis())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            }
+            Ok::<_, StoreError>(updated)
+        })?;
+        match updated {
+            Some(d) => Ok(d),
+            None => {
+                // Tell "no such delivery" from "not in a state that can be resent".
+                self.account_delivery(account_id, id).await?;
+                Err(StoreError::Conflict(
+                    "a pending or in-flight attempt for this delivery",
+                ))
+            }
+        }
+    }
+
+    /// The audit log, newest first: one account's, or everyone's for admins.
+    pub async fn replays(&self, account_id: Option<&str>, limit: i64) -> Result<Vec<Replay>> {
+        let sql = "SELECT * FROM replays WHERE ($1 IS NULL OR account_id = $1) \
+                   ORDER BY created_at DESC, id DESC LIMIT $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Replay>(sql)
+            .bind(account_id)
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
     }
 }

@@ -14,8 +14,8 @@ use tower_sessions::Session;
 use crate::{
     auth::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
     clock::Timestamp,
+    context::Ctx,
     store::StoreError,
-    web::Ctx,
 };
 
 /// `seen_at` is rewritten at most this often: a session write per page

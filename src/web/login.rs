@@ -14,8 +14,9 @@ use tower_sessions::Session;
 
 use crate::{
     auth::{password, session::USER_ID_KEY, throttle},
+    context::Ctx,
     store::StoreError,
-    web::{guard, Ctx},
+    web::guard,
 };
 
 #[derive(Deserialize)]

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{spawn_node, TestDb},
+    helpers::{spawn_node, Raw, TestDb},
     receiver::Receiver,
 };
 
@@ -639,7 +639,7 @@ async fn another_node_wakes_on_postgres_notify() {
     let rx = Receiver::start().await;
     api.endpoint(&rx).await;
 
-    wait_until_listening(&db.store).await;
+    wait_until_listening(&db).await;
     send_many(&api, 1).await;
     rx.wait_for(1).await;
     wait_delivered(&api.app.store, 1).await;
@@ -652,11 +652,11 @@ async fn another_node_wakes_on_postgres_notify() {
 }
 
 /// Until the worker node's LISTEN is in place, a notification would be missed.
-async fn wait_until_listening(store: &Store) {
-    let dakghar::store::Pool::Postgres(pool) = store.pool() else {
+async fn wait_until_listening(db: &TestDb) {
+    let Raw::Postgres(pool) = &db.raw().await else {
         unreachable!("postgres only");
     };
-    let schema = store.pg_schema().unwrap().to_string();
+    let schema = db.store.pg_schema().unwrap().to_string();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let listening: i64 = sqlx::query_scalar(

@@ -21,7 +21,7 @@ use dakghar::{
 use serde_json::json;
 
 use crate::{
-    helpers::{spawn_app_with, TestDb, TEST_SECRETS_KEY},
+    helpers::{spawn_app_with, Raw, TestDb, TEST_SECRETS_KEY},
     receiver::Receiver,
     tcp_proxy::TcpProxy,
 };
@@ -30,7 +30,7 @@ on_both_backends_db!(
     a_server_killed_mid_run_delivers_every_accepted_event_after_restart,
     ten_seconds_without_the_database_lose_nothing,
 );
-on_both_backends!(a_random_fault_schedule_over_10k_events_leaves_none_missing);
+on_both_backends_db!(a_random_fault_schedule_over_10k_events_leaves_none_missing);
 
 const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -351,7 +351,8 @@ impl tokio::io::AsyncRead for Broken {
     }
 }
 
-async fn a_random_fault_schedule_over_10k_events_leaves_none_missing(store: Store) {
+async fn a_random_fault_schedule_over_10k_events_leaves_none_missing(db: &TestDb) {
+    let store = db.store.clone();
     const EVENTS: usize = 10_000;
     let state = Arc::new(Chaos::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -429,9 +430,9 @@ async fn a_random_fault_schedule_over_10k_events_leaves_none_missing(store: Stor
     // Delivered means the receiver gave a whole 2xx answer. (A 2xx that
     // arrived after the timeout was retried instead: at least once.)
     let sql = "SELECT event_id FROM deliveries WHERE state = 'delivered'";
-    let ids: Vec<String> = match store.pool() {
-        dakghar::store::Pool::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(p).await.unwrap(),
-        dakghar::store::Pool::Postgres(p) => sqlx::query_scalar(sql).fetch_all(p).await.unwrap(),
+    let ids: Vec<String> = match &db.raw().await {
+        Raw::Sqlite(p) => sqlx::query_scalar(sql).fetch_all(p).await.unwrap(),
+        Raw::Postgres(p) => sqlx::query_scalar(sql).fetch_all(p).await.unwrap(),
     };
     let accepted = state.accepted.lock().unwrap().clone();
     let unearned: Vec<_> = ids.iter().filter(|id| !accepted.contains(*id)).collect();

@@ -11,8 +11,8 @@ use dakghar::{
     clock::{Clock, TestClock},
     config::ServeConfig,
     ids,
+    startup::Application,
     store::{postgres, Account, NewEndpoint, Role, Store, User},
-    web::Application,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -183,6 +183,30 @@ impl TestDb {
             .with_secrets_key(test_secrets_key())
     }
 
+    /// A connection of its own to this test's database, for reading what
+    /// the store's API does not show (raw columns, Postgres statistics).
+    pub async fn raw(&self) -> Raw {
+        match &self.schema {
+            Some(schema) => {
+                let options: sqlx::postgres::PgConnectOptions = self
+                    .url
+                    .parse()
+                    .expect("TEST_DATABASE_URL is a Postgres URL");
+                let pool = sqlx::postgres::PgPoolOptions::new()
+                    .max_connections(2)
+                    .connect_with(options.options([("search_path", schema.as_str())]))
+                    .await
+                    .expect("connect to the test schema");
+                Raw::Postgres(pool)
+            }
+            None => Raw::Sqlite(
+                sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("open the test's SQLite file"),
+            ),
+        }
+    }
+
     /// Drops the test's schema; a failed test leaves it behind to inspect.
     pub async fn finish(self) {
         self.store.close().await;
@@ -195,6 +219,12 @@ impl TestDb {
             }
         }
     }
+}
+
+/// See `TestDb::raw`.
+pub enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
 }
 
 pub fn postgres_url() -> Option<String> {

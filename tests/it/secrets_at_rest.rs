@@ -5,21 +5,23 @@
 use dakghar::{
     clock::{Clock, Timestamp},
     sealing::{SecretsKey, PREFIX},
-    store::{NewEndpoint, Pool, Store, StoreError},
+    store::{NewEndpoint, Store, StoreError},
 };
 
-on_both_backends!(
+use crate::helpers::{Raw, TestDb};
+
+on_both_backends_db!(
     secrets_are_sealed_in_the_column_and_opened_for_callers,
     plaintext_secrets_are_sealed_at_start_up_and_a_wrong_key_is_refused,
 );
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-async fn stored_columns(store: &Store, id: &str) -> (String, Option<String>) {
+async fn stored_columns(db: &TestDb, id: &str) -> (String, Option<String>) {
     let sql = "SELECT secret, previous_secret FROM endpoints WHERE id = $1";
-    match store.pool() {
-        Pool::Sqlite(p) => sqlx::query_as(sql).bind(id).fetch_one(p).await.unwrap(),
-        Pool::Postgres(p) => sqlx::query_as(sql).bind(id).fetch_one(p).await.unwrap(),
+    match &db.raw().await {
+        Raw::Sqlite(p) => sqlx::query_as(sql).bind(id).fetch_one(p).await.unwrap(),
+        Raw::Postgres(p) => sqlx::query_as(sql).bind(id).fetch_one(p).await.unwrap(),
     }
 }
 
@@ -42,11 +44,12 @@ async fn endpoint(store: &Store, now: Timestamp) -> dakghar::store::Endpoint {
         .unwrap()
 }
 
-async fn secrets_are_sealed_in_the_column_and_opened_for_callers(store: Store) {
+async fn secrets_are_sealed_in_the_column_and_opened_for_callers(db: &TestDb) {
+    let store = db.store.clone();
     let now = dakghar::clock::SystemClock.now();
     let ep = endpoint(&store, now).await;
     assert_eq!(ep.secret, SECRET, "callers see the secret");
-    let (column, _) = stored_columns(&store, &ep.id).await;
+    let (column, _) = stored_columns(db, &ep.id).await;
     assert!(column.starts_with(PREFIX), "{column}");
     assert!(!column.contains("MfKQ9r8GKYqr"), "{column}");
 
@@ -58,7 +61,7 @@ async fn secrets_are_sealed_in_the_column_and_opened_for_callers(store: Store) {
         (rotated.secret.as_str(), rotated.previous_secret.as_deref()),
         ("whsec_second", Some(SECRET))
     );
-    let (column, previous) = stored_columns(&store, &ep.id).await;
+    let (column, previous) = stored_columns(db, &ep.id).await;
     assert!(column.starts_with(PREFIX) && !column.contains("second"));
     assert!(previous.unwrap().starts_with(PREFIX));
     let listed = store.list_endpoints(&ep.account_id).await.unwrap();
@@ -74,7 +77,8 @@ async fn secrets_are_sealed_in_the_column_and_opened_for_callers(store: Store) {
     );
 }
 
-async fn plaintext_secrets_are_sealed_at_start_up_and_a_wrong_key_is_refused(store: Store) {
+async fn plaintext_secrets_are_sealed_at_start_up_and_a_wrong_key_is_refused(db: &TestDb) {
+    let store = db.store.clone();
     let now = dakghar::clock::SystemClock.now();
     let ep = endpoint(&store, now).await;
     // As an older version left it: plaintext in both columns.
@@ -86,7 +90,7 @@ async fn plaintext_secrets_are_sealed_at_start_up_and_a_wrong_key_is_refused(sto
         .await
         .unwrap();
     assert_eq!(store.seal_stored_secrets().await.unwrap(), 1);
-    let (column, previous) = stored_columns(&store, &ep.id).await;
+    let (column, previous) = stored_columns(db, &ep.id).await;
     assert!(column.starts_with(PREFIX) && previous.unwrap().starts_with(PREFIX));
     let opened = store.endpoint_by_id(&ep.id).await.unwrap();
     assert_eq!(

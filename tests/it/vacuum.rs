@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use dakghar::{
     clock::{Clock, TestClock},
-    store::{NewEvent, Pool, Store, VacuumPolicy},
+    store::{NewEvent, Store, VacuumPolicy},
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{new_endpoint, TestDb};
+use crate::helpers::{new_endpoint, Raw, TestDb};
 
 const DEAD_ROWS: i64 = 2_000;
 
@@ -19,9 +19,10 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         return;
     };
     let store = db.store.clone();
+    let raw = db.raw().await;
     queue_and_churn(&store, 200, 15).await;
-    let dead_before = wait_for_dead_rows(&store, DEAD_ROWS).await;
-    assert_eq!(vacuums(&store).await, 0, "nothing vacuumed the table yet");
+    let dead_before = wait_for_dead_rows(&raw, DEAD_ROWS).await;
+    assert_eq!(vacuums(&raw).await, 0, "nothing vacuumed the table yet");
 
     // A threshold above what is dead: no vacuum.
     let high = VacuumPolicy {
@@ -33,7 +34,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         store.vacuum_deliveries_if_churned(&high).await.unwrap(),
         None
     );
-    assert_eq!(vacuums(&store).await, 0);
+    assert_eq!(vacuums(&raw).await, 0);
 
     // The job as a worker node runs it.
     let stop = CancellationToken::new();
@@ -47,7 +48,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     )
     .expect("a job on Postgres");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while vacuums(&store).await == 0 {
+    while vacuums(&raw).await == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the job never vacuumed {dead_before} dead rows"
@@ -56,16 +57,12 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     }
     stop.cancel();
     job.await.unwrap();
-    assert_eq!(
-        dead_rows(&store).await,
-        0,
-        "the vacuum cleared the dead rows"
-    );
+    assert_eq!(dead_rows(&raw).await, 0, "the vacuum cleared the dead rows");
 
     // Churn again: past the threshold, but within the gap since the last
     // vacuum, so nothing runs.
     queue_and_churn(&store, 0, 15).await;
-    wait_for_dead_rows(&store, DEAD_ROWS).await;
+    wait_for_dead_rows(&raw, DEAD_ROWS).await;
     let gap = VacuumPolicy {
         every: Duration::from_millis(50),
         dead_rows: DEAD_ROWS,
@@ -75,7 +72,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         store.vacuum_deliveries_if_churned(&gap).await.unwrap(),
         None
     );
-    assert_eq!(vacuums(&store).await, 1);
+    assert_eq!(vacuums(&raw).await, 1);
     let dead = store
         .vacuum_deliveries_if_churned(&VacuumPolicy {
             min_gap: Duration::ZERO,
@@ -85,7 +82,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         .unwrap()
         .expect("due once the gap is over");
     assert!(dead >= DEAD_ROWS, "{dead} dead rows reported");
-    assert_eq!(vacuums(&store).await, 2);
+    assert_eq!(vacuums(&raw).await, 2);
     db.finish().await;
 }
 
@@ -142,10 +139,10 @@ async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
 }
 
 /// Postgres reports dead rows a moment after the writing transaction ends.
-async fn wait_for_dead_rows(store: &Store, at_least: i64) -> i64 {
+async fn wait_for_dead_rows(raw: &Raw, at_least: i64) -> i64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let dead = dead_rows(store).await;
+        let dead = dead_rows(raw).await;
         if dead >= at_least {
             return dead;
         }
@@ -157,8 +154,8 @@ async fn wait_for_dead_rows(store: &Store, at_least: i64) -> i64 {
     }
 }
 
-async fn table_stat(store: &Store, column: &str) -> i64 {
-    let Pool::Postgres(pool) = store.pool() else {
+async fn table_stat(raw: &Raw, column: &str) -> i64 {
+    let Raw::Postgres(pool) = raw else {
         unreachable!("postgres only");
     };
     sqlx::query_scalar(&format!(
@@ -169,11 +166,11 @@ async fn table_stat(store: &Store, column: &str) -> i64 {
     .unwrap()
 }
 
-async fn dead_rows(store: &Store) -> i64 {
-    table_stat(store, "n_dead_tup").await
+async fn dead_rows(raw: &Raw) -> i64 {
+    table_stat(raw, "n_dead_tup").await
 }
 
 /// Manual vacuums only: autovacuum may visit the table too, and that is fine.
-async fn vacuums(store: &Store) -> i64 {
-    table_stat(store, "vacuum_count").await
+async fn vacuums(raw: &Raw) -> i64 {
+    table_stat(raw, "vacuum_count").await
 }

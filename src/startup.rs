@@ -1,0 +1,366 @@
+//! The composition root: builds the application from its configuration
+//! (store, engine, routes of both faces, session layer), runs it with its
+//! jobs, and stops it in order. `serve` and `demo` start here.
+
+use std::{future::Future, io, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use app::{port::DashboardRef, shell, App};
+use axum::{
+    extract::State,
+    response::Redirect,
+    routing::{get, post},
+    serve::ListenerExt,
+    Router,
+};
+use leptos::prelude::*;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tokio::net::TcpListener;
+
+use crate::{
+    api,
+    auth::session,
+    bootstrap,
+    clock::SharedClock,
+    config::ServeConfig,
+    context::{AppState, Ctx},
+    delivery::engine::Engine,
+    demo,
+    sealing::{self, SecretsKey},
+    store::{Store, StoreError},
+    web::{guard, login, protect},
+};
+
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    engine: Arc<Engine>,
+    run_workers: bool,
+    ctx: Arc<Ctx>,
+    mailer: Option<crate::mailer::Mailer>,
+}
+
+impl Application {
+    /// Binds the listener and wires the routes; `serve` starts answering.
+    pub async fn build(
+        config: ServeConfig,
+        store: Store,
+        clock: SharedClock,
+    ) -> Result<Self, BuildError> {
+        crate::metrics::handle();
+        crate::metrics::describe();
+        let targets = &config.delivery.targets;
+        if targets.allow_private {
+            tracing::warn!("--allow-private-targets: endpoints may reach loopback, private and metadata addresses; for local testing only");
+        } else if !targets.allowed.is_empty() {
+            let subnets: Vec<String> = targets.allowed.iter().map(|n| n.to_string()).collect();
+            tracing::warn!(subnets = %subnets.join(","), "--allow-subnets: endpoints may reach these internal addresses");
+        }
+        let sessions = store.sessions().await?;
+        session::spawn_cleaner(&sessions);
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| BuildError::Bind(config.listen, e))?;
+        let leptos_options = LeptosOptions::builder()
+            .output_name("dakghar")
+            .site_root(config.site_root.to_string_lossy().to_string())
+            .site_pkg_dir("pkg")
+            .site_addr(
+                listener
+                    .local_addr()
+                    .map_err(|e| BuildError::Bind(config.listen, e))?,
+            )
+            .build();
+        let secure = config.secure_cookies;
+        let run_workers = config.run_workers;
+        let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
+            .map_err(|e| BuildError::Http(e.to_string()))?;
+        let mailer = config
+            .mail
+            .as_ref()
+            .map(crate::mailer::Mailer::new)
+            .transpose()
+            .map_err(BuildError::Mail)?;
+        let state = AppState {
+            leptos_options,
+            ctx: Arc::new(Ctx {
+                store,
+                clock,
+                config,
+                engine: Arc::clone(&engine),
+            }),
+        };
+        let ctx = Arc::clone(&state.ctx);
+        let router = if ctx.config.serve_api {
+            router(state).layer(session::layer(&sessions, secure, ctx.config.sessions.idle))
+        } else {
+            Router::new()
+                .route("/healthz", get(|| async { "ok" }))
+                .route("/metrics", get(metrics_text))
+                .with_state(state)
+        };
+        Ok(Application {
+            listener,
+            router,
+            engine,
+            run_workers,
+            ctx,
+            mailer,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.local_addr().port()
+    }
+
+    pub fn engine(&self) -> Arc<Engine> {
+        Arc::clone(&self.engine)
+    }
+
+    /// Serves until `shutdown`; then the workers stop claiming and in-flight
+    /// attempts get the grace period to finish.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
+        let stop = tokio_util::sync::CancellationToken::new();
+        let workers = self.run_workers.then(|| self.engine.spawn(stop.clone()));
+        // Maintenance runs where the workers do: on worker nodes.
+        let ctx = &self.ctx;
+        let jobs = if self.run_workers {
+            vec![
+                Some(crate::retention::spawn(
+                    ctx.store.clone(),
+                    ctx.clock.clone(),
+                    ctx.config.retention.clone(),
+                    stop.clone(),
+                )),
+                Some(crate::alerts::spawn(
+                    ctx.store.clone(),
+                    ctx.clock.clone(),
+                    std::time::Duration::from_secs(60),
+                    stop.clone(),
+                )),
+                crate::vacuum::spawn(
+                    ctx.store.clone(),
+                    crate::store::VacuumPolicy::default(),
+                    stop.clone(),
+                ),
+                self.mailer.map(|mailer| {
+                    let every = ctx
+                        .config
+                        .mail
+                        .as_ref()
+                        .map_or(std::time::Duration::from_secs(10), |m| m.every);
+                    crate::mailer::spawn(
+                        mailer,
+                        ctx.store.clone(),
+                        ctx.clock.clone(),
+                        every,
+                        stop.clone(),
+                    )
+                }),
+            ]
+        } else {
+            Vec::new()
+        };
+        let stop_on_signal = stop.clone();
+        // Without TCP_NODELAY a response written in two pieces waits out the
+        // client's delayed ACK: about 40 ms on every small API answer.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
+        let served = axum::serve(listener, self.router)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                stop_on_signal.cancel();
+            })
+            .await;
+        stop.cancel();
+        if let Some(workers) = workers {
+            let _ = workers.await;
+        }
+        for job in jobs.into_iter().flatten() {
+            let _ = job.await;
+        }
+        served
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, io::Error),
+    #[error("cannot set up the HTTP client: {0}")]
+    Http(String),
+    #[error("{0}")]
+    Mail(String),
+}
+
+/// Prometheus text format; open like `/healthz`, as scrapers expect.
+async fn metrics_text(State(state): State<AppState>) -> impl axum::response::IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(&state.ctx.store).await,
+    )
+}
+
+fn router(state: AppState) -> Router {
+    let routes = generate_route_list(App);
+    let dashboard: DashboardRef = state.ctx.clone();
+    let options = state.leptos_options.clone();
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/events") }))
+        .route("/login", post(login::login))
+        .route("/logout", post(login::logout))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics_text))
+        .merge(api::router())
+        .leptos_routes_with_context(
+            &state,
+            routes,
+            move || {
+                provide_context(dashboard.clone());
+                protect::set_page_policy();
+            },
+            move || shell(options.clone()),
+        )
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(guard::require_session_for_pages))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::load_viewer,
+        ))
+        .layer(axum::middleware::from_fn(protect::refuse_cross_site))
+        .layer(axum::middleware::from_fn(protect::security_headers))
+        .with_state(state)
+}
+
+/// What `serve` and `demo` end with: nothing, or one line for stderr.
+pub type RunResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Attaches the secrets key, checks it against what is stored and seals
+/// secrets left in plaintext by an older version.
+pub async fn with_secrets_key(
+    store: Store,
+    secrets_key: Option<&str>,
+    secrets_key_file: Option<PathBuf>,
+    database_url: Option<&str>,
+) -> Result<Store, Box<dyn std::error::Error>> {
+    let key = match secrets_key {
+        Some(text) => SecretsKey::from_base64(text).map_err(|e| format!("--secrets-key: {e}"))?,
+        None => {
+            let file = secrets_key_file.unwrap_or_else(|| default_key_file(database_url));
+            let (key, created) = sealing::load_or_create(&file)?;
+            if created {
+                tracing::warn!(file = %file.display(), "created a new secrets key; back it up, and give every node the same key");
+            }
+            key
+        }
+    };
+    let store = store.with_secrets_key(key);
+    let sealed = store.seal_stored_secrets().await?;
+    if sealed > 0 {
+        tracing::info!(
+            endpoints = sealed,
+            "sealed endpoint secrets that were stored in plaintext"
+        );
+    }
+    Ok(store)
+}
+
+/// Beside the SQLite file (one folder holds the installation), else in data/.
+fn default_key_file(database_url: Option<&str>) -> PathBuf {
+    let url = crate::store::database_url(database_url);
+    let sqlite_dir = url
+        .strip_prefix("sqlite://")
+        .map(|p| p.split('?').next().unwrap_or(p))
+        .and_then(|p| std::path::Path::new(p).parent());
+    match sqlite_dir {
+        Some(dir) => dir.join("secrets.key"),
+        None => PathBuf::from("data/secrets.key"),
+    }
+}
+
+pub async fn demo(mut config: ServeConfig, store: Store, clock: SharedClock) -> RunResult {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let receiver = demo::start_receiver(stop.clone()).await?;
+    let login = demo::seed(&store, &clock, &receiver).await?;
+    // The demo's receiver lives on this machine: let the guard through to it alone.
+    if let Some(ip) = url::Url::parse(&receiver)
+        .ok()
+        .and_then(|u| u.host_str()?.parse::<std::net::IpAddr>().ok())
+    {
+        config.delivery.targets.allowed.push(ipnet::IpNet::from(ip));
+    }
+    // Seconds, not minutes, between retries: the dashboard moves while you watch.
+    config.delivery.backoff.base = Duration::from_secs(10);
+    config.delivery.backoff.cap = Duration::from_secs(120);
+    let app = Application::build(config, store.clone(), clock.clone()).await?;
+    let addr = app.local_addr();
+    let trickle = demo::trickle(
+        store,
+        clock,
+        app.engine(),
+        login.account_id,
+        Duration::from_millis(1500),
+        stop.clone(),
+    );
+    println!("Demo: events flow to three endpoints on a built-in receiver (healthy, flaky, gone).");
+    println!("  email:    {}", login.email);
+    println!("  password: {}", login.password);
+    println!("  sign in:  http://{addr}/login");
+    tracing::info!(%addr, "Dakghar (demo) is serving http://{addr}");
+    app.run_until(shutdown_signal()).await?;
+    stop.cancel();
+    let _ = trickle.await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+pub async fn serve(config: ServeConfig, store: Store, clock: SharedClock) -> RunResult {
+    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
+        println!("First start: created an admin user. This password is shown only once.");
+        println!("  email:    {}", first.email);
+        println!("  password: {}", first.password);
+        println!("  sign in:  http://{}/login", config.listen);
+    }
+    let app = Application::build(config, store, clock).await?;
+    tracing::info!(addr = %app.local_addr(), "Dakghar is serving http://{}", app.local_addr());
+    app.run_until(shutdown_signal()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}

@@ -1,0 +1,63 @@
+//! What can go wrong in the store: a miss, a conflict, a lost claim, or the
+//! database itself; callers tell "not there" from "try again later".
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("{0} already exists")]
+    Conflict(&'static str),
+    /// The delivery is no longer held by this claim (rescued or finished elsewhere).
+    #[error("claim on delivery {0} is no longer held")]
+    LostClaim(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot connect to the database at {url}: {cause}")]
+    Connect { url: String, cause: String },
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+    #[error(transparent)]
+    Sealing(#[from] crate::sealing::SealError),
+}
+
+impl StoreError {
+    /// The database is down, unreachable or locked, rather than refusing
+    /// this statement: the same call may well work in a few seconds.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(db) => {
+                let code = db.code().unwrap_or_default();
+                // SQLite: SQLITE_BUSY and SQLITE_LOCKED (with extended codes).
+                // Postgres: connection exceptions (08…), and the server
+                // shutting down or starting up (57P01–57P03).
+                matches!(code.as_ref(), "5" | "6" | "261" | "262" | "517")
+                    || code.starts_with("08")
+                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
+            }
+            _ => false,
+        }
+    }
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict("row"),
+            _ => StoreError::Database(e),
+        }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

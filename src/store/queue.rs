@@ -1,0 +1,325 @@
+//! The queue: everything a claimed delivery goes through. Claiming, the
+//! batch's inputs, the attempt's result written with the delivery's next
+//! state (group commit), and the other exits of a claim (released,
+//! postponed, expired, rescued after a lost lease), plus the "work is due"
+//! announcements between nodes.
+
+use std::collections::HashMap;
+
+use super::{
+    postgres, sql::placeholders, sqlite, Delivery, DeliveryState, Endpoint, Event, Pool, Result,
+    Store, StoreError,
+};
+use crate::clock::Timestamp;
+
+/// What one attempt left behind, written together with the delivery's next state.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub request_headers: String,
+    pub response_status: Option<i64>,
+    pub response_headers: Option<String>,
+    pub response_body: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub classification: String,
+}
+
+/// One finished attempt, for `Store::complete_attempts`.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub claimed: Delivery,
+    pub record: AttemptRecord,
+    pub transition: Transition,
+    pub now: Timestamp,
+}
+
+/// Each endpoint that delivered in `written`, as of its latest success,
+/// in id order: recorders on several nodes then lock endpoint rows in the
+/// same order and cannot deadlock (a deadlock would fail a whole batch of
+/// results, and those deliveries would be sent again).
+pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<(&'a str, Timestamp)> {
+    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+    for c in written
+        .iter()
+        .filter(|c| c.transition == Transition::Delivered)
+    {
+        match healthy
+            .iter_mut()
+            .find(|(id, _)| *id == c.claimed.endpoint_id)
+        {
+            Some((_, at)) => *at = (*at).max(c.now),
+            None => healthy.push((&c.claimed.endpoint_id, c.now)),
+        }
+    }
+    healthy.sort_unstable();
+    healthy
+}
+
+/// The delivery row a completion leaves behind.
+pub(super) struct Outcome {
+    pub state: DeliveryState,
+    /// Failed attempts to add (a success does not count).
+    pub counted: i64,
+    pub next_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+impl Completion {
+    pub(super) fn outcome(&self) -> Outcome {
+        let claimed = &self.claimed;
+        let (state, counted, next_at) = match self.transition {
+            Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
+            Transition::Retry { next_attempt_at } => {
+                (DeliveryState::Pending, 1, next_attempt_at.millis())
+            }
+            Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
+            Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
+        };
+        Outcome {
+            state,
+            counted,
+            next_at,
+            finished_at: state.is_terminal().then_some(self.now.millis()),
+        }
+    }
+}
+
+/// Where a claimed delivery goes after its attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Delivered,
+    Retry { next_attempt_at: Timestamp },
+    Failed,
+    Expired,
+}
+
+#[derive(Debug, Default)]
+pub struct BatchInputs {
+    pub endpoints: HashMap<String, Endpoint>,
+    /// By delivery id.
+    pub events: HashMap<String, Event>,
+}
+
+impl Store {
+    /// Takes up to `limit` due deliveries, within each endpoint's free
+    /// in-flight slots (see `CLAIM_SLOTS`), and leases them until
+    /// `lease_until`. No two claimers ever receive the same row.
+    pub async fn claim_due(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+    ) -> Result<Vec<Delivery>> {
+        let mut claimed = match &self.pool {
+            Pool::Sqlite(reader) => {
+                let writer = self.writer.as_ref().unwrap_or(reader);
+                sqlite::claim_due(reader, writer, now, lease_until, limit).await?
+            }
+            Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
+        };
+        claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        Ok(claimed)
+    }
+
+    /// Writes the attempt and moves the delivery on, atomically, provided the
+    /// caller still holds the claim it was given.
+    pub async fn complete_attempt(
+        &self,
+        claimed: &Delivery,
+        record: &AttemptRecord,
+        transition: Transition,
+        now: Timestamp,
+    ) -> Result<Delivery> {
+        let one = Completion {
+            claimed: claimed.clone(),
+            record: record.clone(),
+            transition,
+            now,
+        };
+        let mut answers = self.complete_attempts(std::slice::from_ref(&one)).await?;
+        answers
+            .pop()
+            .unwrap_or_else(|| Err(StoreError::LostClaim(claimed.id.clone())))
+    }
+
+    /// Writes many attempts in one transaction (group commit; one commit
+    /// per batch is most of what makes the engine fast). Each is written
+    /// only if its claim is still held and answers for itself; an endpoint
+    /// that delivered is marked healthy once, as of its latest success.
+    pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
+        match &self.pool {
+            Pool::Sqlite(p) => {
+                sqlite::complete_attempts(self.writer.as_ref().unwrap_or(p), batch).await
+            }
+            Pool::Postgres(p) => postgres::complete_attempts(p, batch).await,
+        }
+    }
+
+    /// Puts a claimed delivery back as it was before the claim: no attempt
+    /// counted, schedule unchanged. For faults of the worker, not the receiver.
+    pub async fn release_claim(&self, claimed: &Delivery, now: Timestamp) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   updated_at = $1, claim_token = NULL \
+                   WHERE id = $2 AND state = 'in_flight' AND claim_token = $3";
+        let done = on_writer!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        claim_held(done, claimed)
+    }
+
+    /// Tells the workers of every node that work is due now. Within one
+    /// process the engine wakes its own workers; Postgres carries it further.
+    pub async fn announce_work(&self) -> Result<()> {
+        self.announce_work_from("").await
+    }
+
+    /// Like `announce_work`, naming the node that announces, so its own
+    /// listener can let it pass (its workers were woken directly).
+    pub async fn announce_work_from(&self, origin: &str) -> Result<()> {
+        match &self.pool {
+            Pool::Sqlite(_) => Ok(()),
+            Pool::Postgres(p) => {
+                postgres::announce_work(p, self.pg_schema.as_deref(), origin).await
+            }
+        }
+    }
+
+    /// A stream of "work is due" announcements from every node; `None` on
+    /// SQLite, where all workers live in this process.
+    pub async fn listen_for_work(&self) -> Result<Option<sqlx::postgres::PgListener>> {
+        let Pool::Postgres(p) = &self.pool else {
+            return Ok(None);
+        };
+        let mut listener = sqlx::postgres::PgListener::connect_with(p).await?;
+        listener
+            .listen(&postgres::work_channel(self.pg_schema.as_deref()))
+            .await?;
+        Ok(Some(listener))
+    }
+
+    /// Returns `in_flight` rows whose lease has run out (a crashed or stuck
+    /// worker) to `pending`, without counting an attempt. Returns how many.
+    pub async fn rescue_expired_leases(&self, now: Timestamp) -> Result<u64> {
+        let sql = "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, updated_at = $1 WHERE state = 'in_flight' AND lease_until <= $1";
+        let done = on_writer!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(done)
+    }
+
+    /// Ends a claimed delivery without an attempt (its deadline passed while
+    /// it waited), recording why.
+    pub async fn expire_claimed(
+        &self,
+        claimed: &Delivery,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'expired', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, last_error = $1, finished_at = $2, updated_at = $2 \
+                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
+        let n = on_writer!(self, |p| sqlx::query(sql)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        claim_held(n, claimed)
+    }
+
+    /// Hands a claimed delivery back for later without counting an attempt
+    /// (rate limit, half-open circuit busy).
+    pub async fn postpone_claim(
+        &self,
+        claimed: &Delivery,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<()> {
+        let sql =
+            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
+                   claim_token = NULL, next_attempt_at = $1, updated_at = $2 \
+                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
+        let n = on_writer!(self, |p| sqlx::query(sql)
+            .bind(until.millis())
+            .bind(now.millis())
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        claim_held(n, claimed)
+    }
+
+    pub async fn batch_inputs(&self, claimed: &[Delivery]) -> Result<BatchInputs> {
+        if claimed.is_empty() {
+            return Ok(BatchInputs::default());
+        }
+        let mut endpoint_ids: Vec<&str> = claimed.iter().map(|d| d.endpoint_id.as_str()).collect();
+        endpoint_ids.sort_unstable();
+        endpoint_ids.dedup();
+        let endpoints_sql = format!(
+            "SELECT * FROM endpoints WHERE id IN ({})",
+            placeholders(1, endpoint_ids.len())
+        );
+        let events_sql = format!(
+            "SELECT d.id AS delivery_id, e.* FROM deliveries d \
+             JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
+             WHERE d.id IN ({})",
+            placeholders(1, claimed.len())
+        );
+        let (endpoints, events) = on_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Endpoint>(&endpoints_sql);
+            for id in &endpoint_ids {
+                q = q.bind(*id);
+            }
+            let endpoints = q.fetch_all(p).await?;
+            let mut q = sqlx::query_as::<_, WithDelivery>(&events_sql);
+            for d in claimed {
+                q = q.bind(&d.id);
+            }
+            let events = q.fetch_all(p).await?;
+            Ok::<_, sqlx::Error>((endpoints, events))
+        })?;
+        Ok(BatchInputs {
+            endpoints: self
+                .opened_all(endpoints)?
+                .into_iter()
+                .map(|e| (e.id.clone(), e))
+                .collect(),
+            events: events
+                .into_iter()
+                .map(|w| (w.delivery_id, w.event))
+                .collect(),
+        })
+    }
+}
+
+/// An update guarded by the claim token touched no row: the claim was lost
+/// (rescued, or finished elsewhere).
+fn claim_held(rows: u64, claimed: &Delivery) -> Result<()> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LostClaim(claimed.id.clone()))
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct WithDelivery {
+    delivery_id: String,
+    #[sqlx(flatten)]
+    event: Event,
+}
