@@ -3,12 +3,10 @@
 
 pub(crate) mod admin;
 mod caller;
-pub mod endpoint_url;
 pub(crate) mod endpoints;
 pub mod error;
 pub mod events;
 mod ingest_body;
-mod lookalike_host;
 pub mod openapi;
 
 use axum::{

@@ -2,5 +2,4 @@
 
 pub mod api_key;
 pub mod password;
-pub mod session;
 pub mod throttle;

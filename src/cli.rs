@@ -21,8 +21,7 @@ use crate::{
         settings::DeliverySettings,
         target_policy::TargetPolicy,
     },
-    mailer::MailSettings,
-    retention::RetentionSettings,
+    jobs::{mailer::MailSettings, retention::RetentionSettings},
     startup,
     store::{Role, Store, StoreError},
 };

@@ -4,8 +4,7 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use crate::{
     delivery::{settings::DeliverySettings, target_policy::TargetPolicy},
-    mailer::MailSettings,
-    retention::RetentionSettings,
+    jobs::{mailer::MailSettings, retention::RetentionSettings},
 };
 
 /// Everything the running server needs to know about its surroundings.

@@ -1,27 +1,33 @@
-//! Dakghar: webhook delivery in one binary. The server side: storage, the
-//! HTTP server, authentication and the command line.
+//! Dakghar: webhook delivery in one binary. The server side, in layers
+//! (each imports only those listed before it):
+//!
+//! - the bottom: `clock`, `ids`, `sealing`, `auth` (hashing and keys),
+//!   `store` (SQLite and Postgres), `metrics`;
+//! - the engine and the jobs: `delivery` (the embedded workers), `jobs`
+//!   (alerts, mail, retention, vacuum, lease rescue), `config`;
+//! - `context`: what every action and face shares;
+//! - the domain, one home per SPEC action: `accounts`, `events`,
+//!   `endpoints`, `replay` (and `demo`, which drives them);
+//! - the faces over the domain, which never import each other: `api` (the
+//!   REST API) and `dashboard` (the Leptos port and the browser's HTTP);
+//! - `startup` (the composition root) and `cli` (the command line).
 #![forbid(unsafe_code)]
 
-pub mod alerts;
+pub mod accounts;
 pub mod api;
 pub mod auth;
-pub mod bootstrap;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod context;
+pub mod dashboard;
 pub mod delivery;
 pub mod demo;
-pub mod endpoint_actions;
+pub mod endpoints;
 pub mod ids;
-pub mod mailer;
+pub mod jobs;
 pub mod metrics;
 pub mod replay;
-pub mod resend;
-pub mod retention;
 pub mod sealing;
-mod services;
 pub mod startup;
 pub mod store;
-pub mod vacuum;
-pub mod web;

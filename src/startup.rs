@@ -17,17 +17,15 @@ use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
 
 use crate::{
-    api,
-    auth::session,
-    bootstrap,
+    accounts, api,
     clock::SharedClock,
     config::ServeConfig,
     context::{AppState, Ctx},
+    dashboard::{guard, login, protect, session},
     delivery::engine::Engine,
     demo,
     sealing::{self, SecretsKey},
     store::{Store, StoreError},
-    web::{guard, login, protect},
 };
 
 pub struct Application {
@@ -36,7 +34,7 @@ pub struct Application {
     engine: Arc<Engine>,
     run_workers: bool,
     ctx: Arc<Ctx>,
-    mailer: Option<crate::mailer::Mailer>,
+    mailer: Option<crate::jobs::mailer::Mailer>,
 }
 
 impl Application {
@@ -77,7 +75,7 @@ impl Application {
         let mailer = config
             .mail
             .as_ref()
-            .map(crate::mailer::Mailer::new)
+            .map(crate::jobs::mailer::Mailer::new)
             .transpose()
             .map_err(BuildError::Mail)?;
         let state = AppState {
@@ -134,19 +132,19 @@ impl Application {
         let ctx = &self.ctx;
         let jobs = if self.run_workers {
             vec![
-                Some(crate::retention::spawn(
+                Some(crate::jobs::retention::spawn(
                     ctx.store.clone(),
                     ctx.clock.clone(),
                     ctx.config.retention.clone(),
                     stop.clone(),
                 )),
-                Some(crate::alerts::spawn(
+                Some(crate::jobs::alerts::spawn(
                     ctx.store.clone(),
                     ctx.clock.clone(),
                     std::time::Duration::from_secs(60),
                     stop.clone(),
                 )),
-                crate::vacuum::spawn(
+                crate::jobs::vacuum::spawn(
                     ctx.store.clone(),
                     crate::store::VacuumPolicy::default(),
                     stop.clone(),
@@ -157,7 +155,7 @@ impl Application {
                         .mail
                         .as_ref()
                         .map_or(std::time::Duration::from_secs(10), |m| m.every);
-                    crate::mailer::spawn(
+                    crate::jobs::mailer::spawn(
                         mailer,
                         ctx.store.clone(),
                         ctx.clock.clone(),
@@ -331,7 +329,7 @@ pub async fn demo(mut config: ServeConfig, store: Store, clock: SharedClock) -> 
 }
 
 pub async fn serve(config: ServeConfig, store: Store, clock: SharedClock) -> RunResult {
-    if let Some(first) = bootstrap::first_admin(&store, clock.as_ref()).await? {
+    if let Some(first) = accounts::first_admin(&store, clock.as_ref()).await? {
         println!("First start: created an admin user. This password is shown only once.");
         println!("  email:    {}", first.email);
         println!("  password: {}", first.password);

@@ -9,14 +9,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     caller::Caller,
-    endpoint_url::EndpointUrl,
     error::{or_not_found, ApiError, ApiResult},
 };
 use crate::{
     clock::Timestamp,
     context::AppState,
     delivery::{signing, target_policy::TargetPolicy},
-    endpoint_actions,
+    endpoints as endpoint_actions,
+    endpoints::EndpointUrl,
     store::{Endpoint, EndpointPatch, NewEndpoint},
 };
 

@@ -20,7 +20,7 @@ use crate::{
     clock::Timestamp,
     context::AppState,
     delivery::classify::explain,
-    resend::{self, ResendError},
+    replay::{self as resend, ResendError},
     store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
 };
 

@@ -4,10 +4,12 @@
 use std::time::Duration;
 
 use dakghar::{
-    alerts::evaluate,
     clock::Clock,
     config::ServeConfig,
-    mailer::{MailSettings, Mailer},
+    jobs::{
+        alerts::evaluate,
+        mailer::{MailSettings, Mailer},
+    },
     store::Store,
 };
 use serde_json::json;

@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use dakghar::{
-    auth::session::SECURE_COOKIE_NAME,
     clock::Clock,
     config::{ServeConfig, SessionSettings},
+    dashboard::session::SECURE_COOKIE_NAME,
     store::Store,
 };
 use reqwest::{header, StatusCode};

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use dakghar::{auth::session::COOKIE_NAME, store::Store};
+use dakghar::{dashboard::session::COOKIE_NAME, store::Store};
 use reqwest::{header, StatusCode};
 
 use crate::helpers::{browser, location, seed_user, spawn_app, PASSWORD};

@@ -6,7 +6,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use dakghar::{
     clock::Clock,
-    retention::{run_once, RetentionSettings},
+    jobs::retention::{run_once, RetentionSettings},
     store::{DeliveryState, Store},
 };
 use reqwest::Method;

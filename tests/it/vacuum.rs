@@ -38,7 +38,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
 
     // The job as a worker node runs it.
     let stop = CancellationToken::new();
-    let job = dakghar::vacuum::spawn(
+    let job = dakghar::jobs::vacuum::spawn(
         store.clone(),
         VacuumPolicy {
             dead_rows: DEAD_ROWS,
@@ -99,7 +99,9 @@ async fn sqlite_needs_no_vacuum_job() {
         db.store.vacuum_deliveries_if_churned(&eager).await.unwrap(),
         None
     );
-    assert!(dakghar::vacuum::spawn(db.store.clone(), eager, CancellationToken::new()).is_none());
+    assert!(
+        dakghar::jobs::vacuum::spawn(db.store.clone(), eager, CancellationToken::new()).is_none()
+    );
     db.finish().await;
 }
 

@@ -18,7 +18,7 @@ use crate::{
     clock::Timestamp,
     context::Ctx,
     delivery::{classify::explain, signing},
-    endpoint_actions, ids,
+    endpoints as endpoint_actions, ids,
     store::{self, Endpoint, NewEndpoint, NewEvent, WindowStats},
 };
 

@@ -2,6 +2,11 @@
 //! dashboard: one place decides the pause reason, the rotation overlap and
 //! that a resume wakes the workers.
 
+mod endpoint_url;
+mod lookalike_host;
+
+pub use endpoint_url::{EndpointUrl, MAX_URL_CHARS};
+
 use crate::{
     context::Ctx,
     delivery::signing,

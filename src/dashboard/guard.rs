@@ -12,9 +12,9 @@ use axum::{
 use tower_sessions::Session;
 
 use crate::{
-    auth::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
     clock::Timestamp,
     context::Ctx,
+    dashboard::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
     store::StoreError,
 };
 

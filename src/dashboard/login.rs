@@ -13,10 +13,10 @@ use serde::Deserialize;
 use tower_sessions::Session;
 
 use crate::{
-    auth::{password, session::USER_ID_KEY, throttle},
+    auth::{password, throttle},
     context::Ctx,
+    dashboard::{guard, session::USER_ID_KEY},
     store::StoreError,
-    web::guard,
 };
 
 #[derive(Deserialize)]

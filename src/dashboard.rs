@@ -19,6 +19,10 @@ mod account;
 mod admin;
 mod endpoints;
 mod events;
+pub(crate) mod guard;
+pub(crate) mod login;
+pub(crate) mod protect;
+pub mod session;
 
 fn internal(e: StoreError) -> AppError {
     match e {

@@ -18,7 +18,7 @@ use crate::{
     clock::Timestamp,
     context::Ctx,
     delivery::classify::explain,
-    resend::{self, ResendError},
+    replay::{self as resend, ResendError},
     store::{Attempt, Delivery, DeliveryState, Endpoint, EventFilter},
 };
 
