@@ -1,0 +1,189 @@
+//! The claim loops: each claims due deliveries within the room the node
+//! has left, starts their attempts, and lets the round settle on its own
+//! while it claims again; what a fault of ours interrupted goes back.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use super::{engine::Engine, settings::DeliverySettings};
+use crate::{
+    clock::Timestamp,
+    store::{Delivery, StoreError},
+};
+
+/// A claimed batch: each delivery with its attempt (none when there is
+/// nothing to send, its endpoint deleted meanwhile).
+pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), StoreError>>>)>;
+
+/// The most one claim loop takes at once, as semaphore permits.
+fn batch_permits(settings: &DeliverySettings) -> u32 {
+    u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX)
+}
+
+/// How many deliveries a node holds claimed at once, across its loops.
+pub(super) fn room_size(settings: &DeliverySettings) -> u32 {
+    batch_permits(settings)
+        .saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
+}
+
+impl Engine {
+    /// Claims up to `limit` due deliveries and starts their attempts.
+    pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, StoreError> {
+        let now = self.clock.now();
+        self.rescue_now_and_then(now).await?;
+        let claimed = crate::metrics::timed(
+            "dakghar_db_claim_seconds",
+            self.store
+                .claim_due(now, now.plus(self.settings.lease), limit),
+        )
+        .await?;
+        let mut inputs = match self.store.batch_inputs(&claimed).await {
+            Ok(inputs) => inputs,
+            Err(e) => {
+                for delivery in &claimed {
+                    let _ = self.store.release_claim(delivery, now).await;
+                }
+                return Err(e);
+            }
+        };
+        let mut handles = Vec::with_capacity(claimed.len());
+        for delivery in claimed {
+            // Deleting an endpoint deletes its deliveries: nothing to send.
+            let (Some(endpoint), Some(event)) = (
+                inputs.endpoints.get(&delivery.endpoint_id).cloned(),
+                inputs.events.remove(&delivery.id),
+            ) else {
+                handles.push((delivery, None));
+                continue;
+            };
+            let engine = Arc::clone(self);
+            let task_delivery = delivery.clone();
+            let handle =
+                tokio::spawn(
+                    async move { engine.attempt(&task_delivery, &endpoint, &event).await },
+                );
+            self.running_set().insert(
+                delivery.id.clone(),
+                (delivery.clone(), handle.abort_handle()),
+            );
+            handles.push((delivery, Some(handle)));
+        }
+        Ok(handles)
+    }
+
+    /// Waits for a round's attempts and hands back what a fault of ours
+    /// interrupted. `room`, if given, holds one permit per claimed delivery;
+    /// each goes back as that delivery settles.
+    pub(super) async fn settle(&self, round: Round, mut room: Option<OwnedSemaphorePermit>) {
+        for (delivery, handle) in round {
+            let outcome = match handle {
+                Some(handle) => handle.await,
+                None => Ok(Ok(())),
+            };
+            if let Some(permit) = room.as_mut() {
+                drop(permit.split(1));
+            }
+            self.running_set().remove(&delivery.id);
+            let fault = match outcome {
+                Ok(Ok(())) => continue,
+                Ok(Err(StoreError::LostClaim(_))) => {
+                    tracing::warn!(delivery = %delivery.id, "claim lost mid-attempt (lease ran out); the result was not recorded");
+                    continue;
+                }
+                Ok(Err(e)) => e.to_string(),
+                Err(join) if join.is_panic() => "worker panicked".to_string(),
+                // Shutdown's grace ran out: hand_back_running returns it.
+                Err(join) if join.is_cancelled() => continue,
+                Err(join) => join.to_string(),
+            };
+            // A fault of ours, not the receiver's: as if never claimed.
+            tracing::error!(delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
+            if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
+                tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
+            }
+        }
+    }
+
+    /// Expired leases are rare (a crashed node); looking once a second is
+    /// plenty and keeps a write off every claim.
+    async fn rescue_now_and_then(&self, now: Timestamp) -> Result<(), StoreError> {
+        {
+            let mut last = self.last_rescue.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at <= now && at.until(now) < Duration::from_secs(1)) {
+                return Ok(());
+            }
+            *last = Some(now);
+        }
+        let rescued = self.store.rescue_expired_leases(now).await?;
+        if rescued > 0 {
+            tracing::warn!(
+                rescued,
+                "returned deliveries with expired leases to pending"
+            );
+        }
+        Ok(())
+    }
+
+    /// A claim loop. It does not wait for its round to be recorded before
+    /// claiming again: a round settles on its own while the room the node
+    /// has left (`workers × batch_size` deliveries) is claimed meanwhile.
+    /// Waiting held a loop through each round's group commit, and through
+    /// a hanging receiver's whole timeout while other endpoints' events
+    /// queued behind it.
+    pub(super) async fn work(self: Arc<Self>, shutdown: CancellationToken) {
+        let batch = batch_permits(&self.settings);
+        // Claim in chunks even when the room comes back a delivery at a
+        // time: every claim takes the cluster-wide claim lock.
+        let chunk = (batch / 4).clamp(1, self.room_size());
+        while !shutdown.is_cancelled() {
+            let notified = self.wake.notified();
+            let mut permit = tokio::select! {
+                p = Arc::clone(&self.room).acquire_many_owned(chunk) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = shutdown.cancelled() => return,
+            };
+            let more = u32::try_from(self.room.available_permits())
+                .unwrap_or(u32::MAX)
+                .min(batch.saturating_sub(chunk));
+            if let Ok(p) = Arc::clone(&self.room).try_acquire_many_owned(more) {
+                permit.merge(p);
+            }
+            let limit = permit.num_permits();
+            match self.start_round(limit as i64).await {
+                Ok(round) if !round.is_empty() => {
+                    let full = round.len() == limit;
+                    // What was claimed keeps its permits until it settles.
+                    let kept = permit.split(round.len());
+                    let engine = Arc::clone(&self);
+                    tokio::spawn(async move {
+                        engine.settle(round, kept).await;
+                        // Its in-flight slots are free again: work held
+                        // back by max_in_flight can be claimed now.
+                        engine.wake.notify_one();
+                    });
+                    // A short claim took all there was; a full one may
+                    // have left more behind.
+                    if full {
+                        continue;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "claiming failed; backing off"),
+            }
+            drop(permit);
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep(self.settings.poll_interval) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    pub(super) fn room_size(&self) -> u32 {
+        room_size(&self.settings)
+    }
+}
