@@ -19,7 +19,7 @@ use crate::{
     clock::SharedClock,
     delivery::{engine::Engine, signing},
     ids,
-    store::{EndpointPatch, NewEndpoint, NewEvent, Role, Store, StoreError},
+    store::{EndpointPatch, EndpointState, NewEndpoint, NewEvent, Role, Store, StoreError},
 };
 
 pub const ACCOUNT: &str = "Demo";
@@ -111,7 +111,7 @@ pub async fn seed(
                 store
                     .update_endpoint(&account.id, &e.id, patch, now)
                     .await?;
-                if e.state == "paused" {
+                if e.state == EndpointState::Paused {
                     store.resume_endpoint(&account.id, &e.id, now).await?;
                 }
             }

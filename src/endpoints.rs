@@ -10,7 +10,7 @@ pub use endpoint_url::{EndpointUrl, MAX_URL_CHARS};
 use crate::{
     context::Ctx,
     delivery::signing,
-    store::{Endpoint, StoreError},
+    store::{Endpoint, EndpointState, StoreError},
 };
 
 pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, StoreError> {
@@ -18,7 +18,7 @@ pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, St
         .set_endpoint_state(
             account_id,
             id,
-            "paused",
+            EndpointState::Paused,
             Some("paused by the customer"),
             ctx.clock.now(),
         )

@@ -111,11 +111,11 @@ impl EndpointOut {
             id: e.id,
             url: e.url,
             description: e.description,
-            state: e.state,
+            state: e.state.to_string(),
             pause_reason: e.pause_reason,
             rate_limit_per_sec: e.rate_limit_per_sec,
             max_in_flight: e.max_in_flight,
-            circuit_state: e.circuit_state,
+            circuit_state: e.circuit_state.to_string(),
             failing_since: e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
             created_at: Timestamp(e.created_at).to_rfc3339(),
         }
@@ -329,9 +329,9 @@ pub async fn health(
     let rate = |ok: i64, all: i64| (all > 0).then(|| ok as f64 / all as f64);
     let at = |t: Option<i64>| t.map(|t| Timestamp(t).to_rfc3339());
     Ok(Json(HealthOut {
-        state: e.state,
+        state: e.state.to_string(),
         pause_reason: e.pause_reason,
-        circuit_state: e.circuit_state,
+        circuit_state: e.circuit_state.to_string(),
         failing_since: at(e.failing_since),
         last_success_at: at(e.last_success_at),
         attempts_24h: h.day.attempts,

@@ -135,14 +135,13 @@ pub struct AttemptOut {
 }
 
 fn delivery_out(d: Delivery, attempts: Option<Vec<Attempt>>) -> DeliveryOut {
-    let pending = d.state == DeliveryState::Pending.as_str();
     DeliveryOut {
-        next_attempt_at: pending.then(|| Timestamp(d.next_attempt_at).to_rfc3339()),
+        next_attempt_at: d.next_attempt().map(|t| Timestamp(t).to_rfc3339()),
         give_up_at: Timestamp(d.give_up_at).to_rfc3339(),
         attempts: attempts.map(|a| a.into_iter().map(attempt_out).collect()),
         id: d.id,
         endpoint_id: d.endpoint_id,
-        state: d.state,
+        state: d.state.to_string(),
         attempts_count: d.attempt_seq,
         last_status: d.last_status,
         last_error: d.last_error,

@@ -19,23 +19,21 @@ use crate::{
     context::Ctx,
     delivery::{classify::explain, signing},
     endpoints as endpoint_actions, ids,
-    store::{self, Endpoint, NewEndpoint, NewEvent, WindowStats},
+    store::{self, CircuitState, Endpoint, EndpointState, NewEndpoint, NewEvent, WindowStats},
 };
 
 const DAY_MS: i64 = 24 * 3_600_000;
 
 fn condition(e: &Endpoint, now: Timestamp) -> Condition {
-    match e.state.as_str() {
-        "paused" => Condition::Paused {
+    match e.state {
+        EndpointState::Paused => Condition::Paused {
             reason: e.pause_reason.clone(),
         },
-        "disabled" => Condition::Disabled,
-        _ => match (
-            e.circuit_state.as_str(),
-            e.circuit_open_until,
-            e.failing_since,
-        ) {
-            ("open", Some(until), _) if until > now.millis() => Condition::CircuitOpen { until },
+        EndpointState::Disabled => Condition::Disabled,
+        EndpointState::Active => match (e.circuit_state, e.circuit_open_until, e.failing_since) {
+            (CircuitState::Open, Some(until), _) if until > now.millis() => {
+                Condition::CircuitOpen { until }
+            }
             (_, _, Some(since)) => Condition::Failing { since },
             _ => Condition::Healthy,
         },

@@ -118,7 +118,7 @@ fn url_of(urls: &HashMap<&str, &str>, endpoint_id: &str) -> String {
 }
 
 fn status_of(d: &Delivery) -> Status {
-    Status::from_state(&d.state, d.attempts)
+    Status::from_state(d.state.as_str(), d.attempts)
 }
 
 pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
@@ -143,8 +143,7 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail,
         attempts.sort_by_key(|a| std::cmp::Reverse(a.attempt));
         let status = status_of(&d);
         deliveries.push(DeliveryDetail {
-            next_attempt_at: (d.state == DeliveryState::Pending.as_str())
-                .then_some(d.next_attempt_at),
+            next_attempt_at: d.next_attempt(),
             attempts: attempts
                 .into_iter()
                 .map(|a| attempt_view(a, &url, &event.id, &event.payload))

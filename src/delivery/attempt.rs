@@ -13,7 +13,10 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
-    store::{AttemptRecord, Completion, Delivery, Endpoint, Event, StoreError, Transition},
+    store::{
+        AttemptRecord, CircuitState, Completion, Delivery, Endpoint, EndpointState, Event,
+        StoreError, Transition,
+    },
 };
 
 impl Engine {
@@ -32,10 +35,12 @@ impl Engine {
             metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(1);
             return Ok(());
         }
-        if endpoint.state != "active" {
+        if endpoint.state != EndpointState::Active {
             return self.store.release_claim(delivery, now).await;
         }
-        if endpoint.circuit_state == "open" && !self.store.try_half_open(&endpoint.id, now).await? {
+        if endpoint.circuit_state == CircuitState::Open
+            && !self.store.try_half_open(&endpoint.id, now).await?
+        {
             // Another worker holds the single half-open trial.
             return self.store.release_claim(delivery, now).await;
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{classify::Verdict, engine::Engine};
 use crate::{
     clock::Timestamp,
-    store::{Endpoint, StoreError, Transition},
+    store::{CircuitState, Endpoint, StoreError, Transition},
 };
 
 impl Engine {
@@ -38,7 +38,7 @@ impl Engine {
         // cooldown, and a batch of 500 would push it straight to the cap.
         let opens = verdict.is_retry()
             && updated.transient_streak >= self.settings.circuit_threshold
-            && updated.circuit_state != "open";
+            && updated.circuit_state != CircuitState::Open;
         if opens {
             let grown =
                 Duration::from_millis(u64::try_from(updated.circuit_cooldown_ms).unwrap_or(0) * 2);
@@ -50,7 +50,7 @@ impl Engine {
                 .open_circuit(&endpoint.id, now.plus(cooldown), ms, now)
                 .await?;
             tracing::warn!(endpoint = %endpoint.id, cooldown_s = cooldown.as_secs(), "circuit opened");
-        } else if updated.circuit_state == "half_open" {
+        } else if updated.circuit_state == CircuitState::HalfOpen {
             // A permanent answer to the trial still shows the receiver is up.
             self.store.endpoint_succeeded(&endpoint.id, now).await?;
         }

@@ -120,7 +120,7 @@ fn archive(dir: &Path, batch: &OldHistory, now: Timestamp) -> Result<u64, Retent
             "account_id": d.account_id,
             "delivery_id": d.id,
             "endpoint_id": d.endpoint_id,
-            "state": d.state,
+            "state": d.state.as_str(),
             "created_at": d.created_at,
             "finished_at": d.finished_at,
             "last_error": d.last_error,

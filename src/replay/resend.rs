@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::{
     context::Ctx,
-    store::{Delivery, DeliveryState, StoreError},
+    store::{Delivery, StoreError},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +38,7 @@ pub async fn resend(
             e => ResendError::Store(e),
         })?;
     // Refusing an unfinished delivery must not spend the budget.
-    if !delivery.state().is_some_and(DeliveryState::is_terminal) {
+    if !delivery.state.is_terminal() {
         return Err(ResendError::NotFinished);
     }
     let limit = ctx.config.resends_per_minute;

@@ -1,7 +1,7 @@
 //! Endpoints: creating and reading them, edits, pause/resume, secret rotation, and the health
 //! bookkeeping (failure streaks, circuit breaker) the engine updates.
 
-use super::{sql::ENDPOINT_SUCCEEDED, Endpoint, Pool, Result, Store, StoreError};
+use super::{sql::ENDPOINT_SUCCEEDED, Endpoint, EndpointState, Pool, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
 pub struct NewEndpoint {
@@ -71,14 +71,14 @@ impl Store {
         &self,
         account_id: &str,
         id: &str,
-        state: &str,
+        state: EndpointState,
         reason: Option<&str>,
         now: Timestamp,
     ) -> Result<Endpoint> {
         let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3 \
                    WHERE account_id = $4 AND id = $5 RETURNING *";
         let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
-            .bind(state)
+            .bind(state.as_str())
             .bind(reason)
             .bind(now.millis())
             .bind(account_id)

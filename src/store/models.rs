@@ -4,6 +4,102 @@
 use serde::Serialize;
 use sqlx::FromRow;
 
+/// A state column read back with a value no version of Dakghar writes.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {column} {value:?}")]
+pub struct UnknownState {
+    column: &'static str,
+    value: String,
+}
+
+/// A state kept in a TEXT column as the same words as always: the enum,
+/// its text, and reading it back.
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident as $column:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant),+
+        }
+
+        impl $name {
+            pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                Self::ALL.into_iter().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = UnknownState;
+
+            fn try_from(value: String) -> Result<Self, UnknownState> {
+                Self::parse(&value).ok_or(UnknownState { column: $column, value })
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// Where a delivery is: waiting, being sent, or finished one way or
+    /// another (`failed` and `expired` are the dead-letter queue).
+    DeliveryState as "delivery state" {
+        Pending = "pending",
+        InFlight = "in_flight",
+        Delivered = "delivered",
+        Failed = "failed",
+        Expired = "expired",
+    }
+}
+
+impl DeliveryState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            DeliveryState::Delivered | DeliveryState::Failed | DeliveryState::Expired
+        )
+    }
+}
+
+text_enum! {
+    /// Whether an endpoint receives: a paused one still queues (SPEC §3).
+    EndpointState as "endpoint state" {
+        Active = "active",
+        Paused = "paused",
+        /// Gets nothing, not even queued deliveries.
+        Disabled = "disabled",
+    }
+}
+
+text_enum! {
+    /// The endpoint's circuit breaker (SPEC §4).
+    CircuitState as "circuit state" {
+        Closed = "closed",
+        /// No attempts until the cooldown passes.
+        Open = "open",
+        /// One trial delivery decides.
+        HalfOpen = "half_open",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, FromRow, Serialize)]
 pub struct Account {
     pub id: String,
@@ -65,7 +161,8 @@ pub struct Endpoint {
     pub secret: String,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<i64>,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: EndpointState,
     pub pause_reason: Option<String>,
     pub rate_limit_per_sec: Option<i64>,
     pub max_in_flight: i64,
@@ -73,7 +170,8 @@ pub struct Endpoint {
     pub transient_streak: i64,
     pub failing_since: Option<i64>,
     pub last_success_at: Option<i64>,
-    pub circuit_state: String,
+    #[sqlx(try_from = "String")]
+    pub circuit_state: CircuitState,
     pub circuit_open_until: Option<i64>,
     pub circuit_cooldown_ms: i64,
     /// 0, or the highest "failing" alert sent since the last success.
@@ -105,53 +203,14 @@ pub struct Event {
     pub created_at: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryState {
-    Pending,
-    InFlight,
-    Delivered,
-    Failed,
-    Expired,
-}
-
-impl DeliveryState {
-    pub const ALL: [DeliveryState; 5] = [
-        DeliveryState::Pending,
-        DeliveryState::InFlight,
-        DeliveryState::Delivered,
-        DeliveryState::Failed,
-        DeliveryState::Expired,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Pending => "pending",
-            DeliveryState::InFlight => "in_flight",
-            DeliveryState::Delivered => "delivered",
-            DeliveryState::Failed => "failed",
-            DeliveryState::Expired => "expired",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            DeliveryState::Delivered | DeliveryState::Failed | DeliveryState::Expired
-        )
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
 pub struct Delivery {
     pub id: String,
     pub account_id: String,
     pub event_id: String,
     pub endpoint_id: String,
-    pub state: String,
+    #[sqlx(try_from = "String")]
+    pub state: DeliveryState,
     /// Failed attempts since the last (re)send: the backoff counter.
     pub attempts: i64,
     /// Highest attempt number ever used; never reused, also across resends.
@@ -170,8 +229,9 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    pub fn state(&self) -> Option<DeliveryState> {
-        DeliveryState::parse(&self.state)
+    /// When the next attempt is due; only a pending delivery has one.
+    pub fn next_attempt(&self) -> Option<i64> {
+        (self.state == DeliveryState::Pending).then_some(self.next_attempt_at)
     }
 }
 

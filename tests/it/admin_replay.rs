@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::{
     dashboard_events::{customer, tick_until_idle, Customer},
-    helpers::{spawn_app_with, TestApp},
+    helpers::{spawn_app_with, StateOf, TestApp},
     receiver::Receiver,
 };
 

@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::{
-    helpers::{browser, seed_user, spawn_app_with, Seeded, TestApp, PASSWORD},
+    helpers::{browser, seed_user, spawn_app_with, Seeded, StateOf, TestApp, PASSWORD},
     receiver::Receiver,
 };
 

@@ -10,7 +10,7 @@ use dakghar::{
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use crate::{api_client::Api, receiver::Receiver};
+use crate::{api_client::Api, helpers::StateOf, receiver::Receiver};
 
 on_both_backends!(
     a_signed_event_reaches_the_receiver_and_verifies,

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{spawn_node, Raw, TestDb},
+    helpers::{spawn_node, Raw, StateOf, TestDb},
     receiver::Receiver,
 };
 

@@ -12,7 +12,7 @@ use dakghar::{
     config::ServeConfig,
     ids,
     startup::Application,
-    store::{postgres, Account, NewEndpoint, Role, Store, User},
+    store::{postgres, Account, Delivery, DeliveryState, NewEndpoint, Role, Store, User},
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +66,18 @@ macro_rules! on_both_backends_db {
             }
         )*
     };
+}
+
+/// `d.state()` as the assertions were written while the state was text:
+/// `Some` of it. Import it where a test compares delivery states.
+pub trait StateOf {
+    fn state(&self) -> Option<DeliveryState>;
+}
+
+impl StateOf for Delivery {
+    fn state(&self) -> Option<DeliveryState> {
+        Some(self.state)
+    }
 }
 
 /// The key every test store and test binary seals endpoint secrets with.

@@ -23,7 +23,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use crate::api_client::Api;
+use crate::{api_client::Api, helpers::StateOf};
 
 on_both_backends!(
     a_body_sent_at_one_byte_a_second_times_out_and_is_retried,

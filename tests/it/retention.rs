@@ -12,7 +12,7 @@ use dakghar::{
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::{api_client::Api, receiver::Receiver};
+use crate::{api_client::Api, helpers::StateOf, receiver::Receiver};
 
 on_both_backends!(retention_deletes_only_old_finished_history_and_archives_it_first);
 

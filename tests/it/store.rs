@@ -4,10 +4,13 @@ use std::{collections::HashSet, time::Duration};
 
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
-    store::{AttemptRecord, Backend, DeliveryState, NewEvent, Role, Store, StoreError, Transition},
+    store::{
+        AttemptRecord, Backend, DeliveryState, EndpointState, NewEvent, Role, Store, StoreError,
+        Transition,
+    },
 };
 
-use crate::helpers::new_endpoint;
+use crate::helpers::{new_endpoint, StateOf};
 
 on_both_backends!(
     accounts_users_keys_and_endpoints_round_trip,
@@ -166,7 +169,13 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
         .await
         .unwrap();
     store
-        .set_endpoint_state(&acc.id, &paused.id, "paused", Some("maintenance"), now)
+        .set_endpoint_state(
+            &acc.id,
+            &paused.id,
+            EndpointState::Paused,
+            Some("maintenance"),
+            now,
+        )
         .await
         .unwrap();
     let disabled = store
@@ -174,7 +183,7 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
         .await
         .unwrap();
     store
-        .set_endpoint_state(&acc.id, &disabled.id, "disabled", None, now)
+        .set_endpoint_state(&acc.id, &disabled.id, EndpointState::Disabled, None, now)
         .await
         .unwrap();
     // Another account's endpoints never receive this account's events.
@@ -346,7 +355,13 @@ async fn claims_take_due_deliveries_oldest_first(store: Store) {
         .await
         .unwrap();
     store
-        .set_endpoint_state(&acc.id, &paused.id, "paused", None, clock.now())
+        .set_endpoint_state(
+            &acc.id,
+            &paused.id,
+            EndpointState::Paused,
+            None,
+            clock.now(),
+        )
         .await
         .unwrap();
 
