@@ -1,5 +1,168 @@
-//! Accounts (SPEC §1): the tenants, their users and API keys.
+//! Accounts (SPEC §1): the tenants, their dashboard users and API keys,
+//! the first admin of a fresh installation, and signing in. The command
+//! line and the dashboard create and change them only through here.
 
 mod bootstrap;
+mod sign_in;
 
 pub use bootstrap::{first_admin, FirstAdmin, FIRST_ACCOUNT, FIRST_ADMIN_EMAIL};
+pub use sign_in::{sign_in, SignIn};
+
+use crate::{
+    auth::{api_key, password},
+    clock::Timestamp,
+    error::{Error, OrNotFound, Result},
+    store::{
+        Account, AccountOverview, ApiKey, GlobalRates, Notification, Role, Store, StoreError, User,
+    },
+};
+
+/// A new account; names are unique.
+pub async fn create_account(store: &Store, name: &str, now: Timestamp) -> Result<Account> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::invalid(
+            "invalid_name",
+            "account name must not be empty",
+        ));
+    }
+    Ok(store.create_account(name, now).await?)
+}
+
+/// The account with this name, creating it if there is none (another node
+/// may create it at the same moment: then theirs is the one).
+pub async fn ensure_account(store: &Store, name: &str, now: Timestamp) -> Result<Account> {
+    match store.account_by_name(name).await {
+        Ok(a) => Ok(a),
+        Err(StoreError::NotFound) => match store.create_account(name, now).await {
+            Ok(a) => Ok(a),
+            Err(StoreError::Conflict(_)) => Ok(store.account_by_name(name).await?),
+            Err(e) => Err(e.into()),
+        },
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn named(store: &Store, name: &str) -> Result<Account> {
+    store.account_by_name(name).await.or_not_found("account")
+}
+
+/// Emails are compared in lower case, without outer spaces.
+pub fn normalize_email(email: &str) -> Result<String> {
+    let email = email.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty())
+        && !email.chars().any(char::is_whitespace);
+    if valid {
+        Ok(email)
+    } else {
+        Err(Error::invalid(
+            "invalid_email",
+            format!("{email:?} is not an email address"),
+        ))
+    }
+}
+
+/// A user of `account_id` with this password (hashed off the async
+/// runtime; the password rules apply).
+pub async fn create_user(
+    store: &Store,
+    account_id: &str,
+    email: &str,
+    password: String,
+    role: Role,
+    now: Timestamp,
+) -> Result<User> {
+    let email = normalize_email(email)?;
+    let hash = password::hash_off_thread(password).await?;
+    Ok(store
+        .create_user(account_id, &email, &hash, role, now)
+        .await?)
+}
+
+/// A new API key of the account; the whole key is in the answer, the only
+/// time anyone sees it.
+pub async fn create_api_key(
+    store: &Store,
+    account_id: &str,
+    admin: bool,
+    now: Timestamp,
+) -> Result<api_key::NewKey> {
+    let key = api_key::generate();
+    store
+        .create_api_key(account_id, &key.prefix, &key.hash, admin, now)
+        .await?;
+    Ok(key)
+}
+
+pub async fn api_keys(store: &Store, account_id: &str) -> Result<Vec<ApiKey>> {
+    Ok(store.list_api_keys(account_id).await?)
+}
+
+pub async fn revoke_api_key(
+    store: &Store,
+    account_id: &str,
+    id: &str,
+    now: Timestamp,
+) -> Result<()> {
+    store
+        .revoke_api_key(account_id, id, now)
+        .await
+        .or_not_found("API key")
+}
+
+/// The active key behind a bearer token.
+pub async fn authenticate(store: &Store, key: &str) -> Result<ApiKey> {
+    match store.active_api_key(&api_key::hash(key)).await {
+        Ok(k) => Ok(k),
+        Err(StoreError::NotFound) => Err(Error::Unauthorized("unknown or revoked API key".into())),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The user behind a session.
+pub async fn user(store: &Store, user_id: &str) -> Result<User> {
+    store.user(user_id).await.or_not_found("user")
+}
+
+/// A signed-in user and their account.
+pub async fn user_and_account(store: &Store, user_id: &str) -> Result<(User, Account)> {
+    let user = user(store, user_id).await?;
+    let account = store
+        .account(&user.account_id)
+        .await
+        .or_not_found("account")?;
+    Ok((user, account))
+}
+
+/// The account's alert emails, newest first.
+pub async fn notifications(store: &Store, account_id: &str) -> Result<Vec<Notification>> {
+    Ok(store.notifications(account_id).await?)
+}
+
+/// The installation at a glance, for admins: each account's queue and
+/// dead letters, and the delivery and dead-letter rates since `since`.
+pub async fn installation(
+    store: &Store,
+    since: Timestamp,
+) -> Result<(Vec<AccountOverview>, GlobalRates)> {
+    Ok((
+        store.accounts_overview().await?,
+        store.global_rates(since).await?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn emails_are_normalized_and_checked() {
+        assert_eq!(
+            super::normalize_email(" A@B.example ").unwrap(),
+            "a@b.example"
+        );
+        assert!(super::normalize_email("nobody").is_err());
+        assert!(super::normalize_email("a b@c").is_err());
+    }
+}

@@ -13,7 +13,7 @@ use std::{
 use clap::{Args, Parser, Subcommand};
 
 use crate::{
-    auth::{api_key, password},
+    accounts,
     clock::{SharedClock, SystemClock},
     config::ServeConfig,
     delivery::{
@@ -21,9 +21,10 @@ use crate::{
         settings::DeliverySettings,
         target_policy::TargetPolicy,
     },
+    error::Error,
     jobs::{mailer::MailSettings, retention::RetentionSettings},
     startup,
-    store::{Role, Store, StoreError},
+    store::{Account, Role, Store},
 };
 
 #[derive(Debug, Parser)]
@@ -301,11 +302,7 @@ async fn run(cli: Cli) -> CliResult {
             startup::demo(serve_config(args), store, clock).await
         }
         Command::Account(AccountCmd::Create { name }) => {
-            let name = name.trim();
-            if name.is_empty() {
-                return Err("account name must not be empty".into());
-            }
-            let account = store.create_account(name, clock.now()).await?;
+            let account = accounts::create_account(&store, &name, clock.now()).await?;
             println!("{}", account.id);
             Ok(())
         }
@@ -315,26 +312,23 @@ async fn run(cli: Cli) -> CliResult {
             admin,
             password,
         }) => {
-            let email = normalize_email(&email)?;
+            // Before asking for a password that could not be used.
+            let email = accounts::normalize_email(&email)?;
             let account = find_account(&store, &account).await?;
             let password = match password {
                 Some(p) => p,
                 None => read_password()?,
             };
-            let hash = password::hash_off_thread(password).await?;
             let role = if admin { Role::Admin } else { Role::Member };
-            let user = store
-                .create_user(&account.id, &email, &hash, role, clock.now())
-                .await?;
+            let user =
+                accounts::create_user(&store, &account.id, &email, password, role, clock.now())
+                    .await?;
             println!("{}", user.id);
             Ok(())
         }
         Command::ApiKey(ApiKeyCmd::Create { account, admin }) => {
             let account = find_account(&store, &account).await?;
-            let key = api_key::generate();
-            store
-                .create_api_key(&account.id, &key.prefix, &key.hash, admin, clock.now())
-                .await?;
+            let key = accounts::create_api_key(&store, &account.id, admin, clock.now()).await?;
             println!("{}", key.key);
             Ok(())
         }
@@ -388,25 +382,12 @@ fn serve_config(args: ServeArgs) -> ServeConfig {
     }
 }
 
-async fn find_account(store: &Store, name: &str) -> Result<crate::store::Account, String> {
-    match store.account_by_name(name).await {
+/// The account `--account NAME` names, in the command line's words.
+async fn find_account(store: &Store, name: &str) -> Result<Account, String> {
+    match accounts::named(store, name).await {
         Ok(a) => Ok(a),
-        Err(StoreError::NotFound) => Err(format!("no account named {name:?}")),
+        Err(Error::NotFound(_)) => Err(format!("no account named {name:?}")),
         Err(e) => Err(e.to_string()),
-    }
-}
-
-fn normalize_email(email: &str) -> Result<String, String> {
-    let email = email.trim().to_lowercase();
-    let valid = email.len() <= 254
-        && email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty())
-        && !email.chars().any(char::is_whitespace);
-    if valid {
-        Ok(email)
-    } else {
-        Err(format!("{email:?} is not an email address"))
     }
 }
 
@@ -433,15 +414,5 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         super::Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn emails_are_normalized_and_checked() {
-        assert_eq!(
-            super::normalize_email(" A@B.example ").unwrap(),
-            "a@b.example"
-        );
-        assert!(super::normalize_email("nobody").is_err());
-        assert!(super::normalize_email("a b@c").is_err());
     }
 }

@@ -1,5 +1,10 @@
-//! The server's side of the dashboard port: what server functions in `app`
-//! may ask, always scoped to the signed-in viewer's account.
+//! The dashboard face: the server's side of the `Dashboard` port that the
+//! `app` crate's server functions call (always scoped to the signed-in
+//! viewer's account), and the browser-facing HTTP around the pages (sign
+//! in and out, the session guard, the browser protections). Like `api/`
+//! it is a thin face over the domain: it reads forms and builds views.
+
+use std::sync::Arc;
 
 use app::{
     error::AppError,
@@ -13,7 +18,7 @@ use app::{
     port::Dashboard,
 };
 
-use crate::{context::Ctx, store::StoreError};
+use crate::{accounts, context::Ctx, error::Error};
 
 mod account;
 mod admin;
@@ -24,25 +29,45 @@ pub(crate) mod login;
 pub(crate) mod protect;
 pub mod session;
 
-fn internal(e: StoreError) -> AppError {
-    match e {
-        StoreError::NotFound => AppError::NotFound,
-        e => {
-            tracing::error!(error = %e, "dashboard query failed");
-            AppError::Internal
+/// What the port needs: the context, and the REST API's operations for the
+/// docs page (the composition root passes them in: this face never reads
+/// the other).
+pub struct Adapter {
+    ctx: Arc<Ctx>,
+    api_operations: Vec<(String, String, String)>,
+}
+
+impl Adapter {
+    pub fn new(ctx: Arc<Ctx>, api_operations: Vec<(String, String, String)>) -> Adapter {
+        Adapter {
+            ctx,
+            api_operations,
+        }
+    }
+}
+
+/// A domain error as the browser sees it: words for the customer's own
+/// mistakes, nothing of ours (that is logged).
+impl From<Error> for AppError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotFound(_) => AppError::NotFound,
+            Error::Invalid { message, .. } => AppError::Invalid(message),
+            Error::Conflict(message) => AppError::Conflict(message),
+            Error::RateLimited { retry_after_s, .. } => AppError::RateLimited { retry_after_s },
+            Error::Unauthorized(_) => AppError::Unauthorized,
+            e @ (Error::Store(_) | Error::Password(_)) => {
+                tracing::error!(error = %e, "dashboard query failed");
+                AppError::Internal
+            }
         }
     }
 }
 
 #[async_trait::async_trait]
-impl Dashboard for Ctx {
+impl Dashboard for Adapter {
     async fn me(&self, viewer: &Viewer) -> Result<Me, AppError> {
-        let user = self.store.user(&viewer.user_id).await.map_err(internal)?;
-        let account = self
-            .store
-            .account(&user.account_id)
-            .await
-            .map_err(internal)?;
+        let (user, account) = accounts::user_and_account(&self.ctx.store, &viewer.user_id).await?;
         Ok(Me {
             is_admin: user.is_admin(),
             email: user.email,
@@ -55,23 +80,23 @@ impl Dashboard for Ctx {
         viewer: &Viewer,
         query: EventsQuery,
     ) -> Result<EventsList, AppError> {
-        events::list(self, viewer, query).await
+        events::list(&self.ctx, viewer, query).await
     }
 
     async fn event_detail(&self, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
-        events::detail(self, viewer, id).await
+        events::detail(&self.ctx, viewer, id).await
     }
 
     async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
-        events::resend(self, viewer, delivery_id).await
+        events::resend(&self.ctx, viewer, delivery_id).await
     }
 
     async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError> {
-        endpoints::list(self, viewer).await
+        endpoints::list(&self.ctx, viewer).await
     }
 
     async fn endpoint_detail(&self, viewer: &Viewer, id: &str) -> Result<EndpointDetail, AppError> {
-        endpoints::detail(self, viewer, id).await
+        endpoints::detail(&self.ctx, viewer, id).await
     }
 
     async fn create_endpoint(
@@ -79,11 +104,11 @@ impl Dashboard for Ctx {
         viewer: &Viewer,
         form: NewEndpointForm,
     ) -> Result<String, AppError> {
-        endpoints::create(self, viewer, form).await
+        endpoints::create(&self.ctx, viewer, form).await
     }
 
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-        endpoints::delete(self, viewer, id).await
+        endpoints::delete(&self.ctx, viewer, id).await
     }
 
     async fn set_endpoint_paused(
@@ -92,43 +117,43 @@ impl Dashboard for Ctx {
         id: &str,
         paused: bool,
     ) -> Result<(), AppError> {
-        endpoints::set_paused(self, viewer, id, paused).await
+        endpoints::set_paused(&self.ctx, viewer, id, paused).await
     }
 
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-        endpoints::rotate(self, viewer, id).await
+        endpoints::rotate(&self.ctx, viewer, id).await
     }
 
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
-        endpoints::reveal(self, viewer, id).await
+        endpoints::reveal(&self.ctx, viewer, id).await
     }
 
     async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
-        endpoints::send_test(self, viewer, id).await
+        endpoints::send_test(&self.ctx, viewer, id).await
     }
 
     async fn notifications(&self, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
-        account::notifications(self, viewer).await
+        account::notifications(&self.ctx, viewer).await
     }
 
     async fn contract(&self, _viewer: &Viewer) -> Result<Contract, AppError> {
-        Ok(account::contract(self))
+        Ok(account::contract(&self.ctx, &self.api_operations))
     }
 
     async fn api_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
-        account::api_keys(self, viewer).await
+        account::api_keys(&self.ctx, viewer).await
     }
 
     async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError> {
-        account::create_api_key(self, viewer).await
+        account::create_api_key(&self.ctx, viewer).await
     }
 
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-        account::revoke_api_key(self, viewer, id).await
+        account::revoke_api_key(&self.ctx, viewer, id).await
     }
 
     async fn admin_overview(&self, viewer: &Viewer) -> Result<AdminOverview, AppError> {
-        admin::overview(self, viewer).await
+        admin::overview(&self.ctx, viewer).await
     }
 
     async fn replay_preview(
@@ -136,22 +161,22 @@ impl Dashboard for Ctx {
         viewer: &Viewer,
         form: ReplayForm,
     ) -> Result<Vec<PreviewLine>, AppError> {
-        admin::preview(self, viewer, form).await
+        admin::preview(&self.ctx, viewer, form).await
     }
 
     async fn replay_start(&self, viewer: &Viewer, form: ReplayForm) -> Result<String, AppError> {
-        admin::start(self, viewer, form).await
+        admin::start(&self.ctx, viewer, form).await
     }
 
     async fn replay_status(&self, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError> {
-        admin::status(self, viewer, id).await
+        admin::status(&self.ctx, viewer, id).await
     }
 
     async fn replay_cancel(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-        admin::cancel(self, viewer, id).await
+        admin::cancel(&self.ctx, viewer, id).await
     }
 
     async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError> {
-        admin::audit(self, viewer).await
+        admin::audit(&self.ctx, viewer).await
     }
 }

@@ -15,10 +15,14 @@ use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    accounts,
     auth::password,
     clock::SharedClock,
-    delivery::{engine::Engine, signing},
-    ids,
+    context::Ctx,
+    delivery::signing,
+    endpoints::DEFAULT_MAX_IN_FLIGHT,
+    error::Result,
+    events, ids,
     store::{EndpointPatch, EndpointState, NewEndpoint, NewEvent, Role, Store, StoreError},
 };
 
@@ -69,21 +73,11 @@ async fn flaky() -> Response {
 
 /// Creates (or refreshes) the demo account, its admin with a new password,
 /// and its endpoints pointed at `receiver`.
-pub async fn seed(
-    store: &Store,
-    clock: &SharedClock,
-    receiver: &str,
-) -> Result<DemoLogin, StoreError> {
+pub async fn seed(store: &Store, clock: &SharedClock, receiver: &str) -> Result<DemoLogin> {
     let now = clock.now();
-    let account = match store.account_by_name(ACCOUNT).await {
-        Ok(a) => a,
-        Err(StoreError::NotFound) => store.create_account(ACCOUNT, now).await?,
-        Err(e) => return Err(e),
-    };
+    let account = accounts::ensure_account(store, ACCOUNT, now).await?;
     let secret = ids::random_token(16);
-    let hash = password::hash_off_thread(secret.clone())
-        .await
-        .map_err(|e| StoreError::Config(e.to_string()))?;
+    let hash = password::hash_off_thread(secret.clone()).await?;
     match store.user_by_email(EMAIL).await {
         Ok(user) => store.set_password(&user.id, &hash).await?,
         Err(StoreError::NotFound) => {
@@ -91,7 +85,7 @@ pub async fn seed(
                 .create_user(&account.id, EMAIL, &hash, Role::Admin, now)
                 .await?;
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
     let existing = store.list_endpoints(&account.id).await?;
     for (name, path, types) in [
@@ -123,7 +117,7 @@ pub async fn seed(
                     event_types: types,
                     secret: signing::new_secret(),
                     rate_limit_per_sec: None,
-                    max_in_flight: 10,
+                    max_in_flight: DEFAULT_MAX_IN_FLIGHT,
                 };
                 store.create_endpoint(new, now).await?;
             }
@@ -143,11 +137,10 @@ const TYPES: [&str; 4] = [
     "order.shipped",
 ];
 
-/// An event every `every` or so until `shutdown`.
+/// An event every `every` or so until `shutdown`, ingested as the API
+/// ingests one.
 pub fn trickle(
-    store: Store,
-    clock: SharedClock,
-    engine: Arc<Engine>,
+    ctx: Arc<Ctx>,
     account_id: String,
     every: Duration,
     shutdown: CancellationToken,
@@ -163,7 +156,6 @@ pub fn trickle(
                     rng.gen_range(100..100_000),
                 )
             };
-            let now = clock.now();
             let payload = serde_json::json!({
                 "object": ty.split('.').next().unwrap_or("thing"),
                 "amount": amount,
@@ -176,10 +168,8 @@ pub fn trickle(
                 event_type: ty.to_string(),
                 payload: payload.to_string().into_bytes(),
             };
-            let give_up = now.plus(engine.settings().retry_window);
-            match store.insert_event(event, now, give_up).await {
-                Ok(_) => engine.wake().await,
-                Err(e) => tracing::warn!(error = %e, "demo event not stored"),
+            if let Err(e) = events::ingest(&ctx, event, None).await {
+                tracing::warn!(error = %e, "demo event not stored");
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,

@@ -1,19 +1,116 @@
-//! Pause, resume and secret rotation, the same for the REST API and the
-//! dashboard: one place decides the pause reason, the rotation overlap and
-//! that a resume wakes the workers.
+//! Endpoints: a customer's receivers. Every action on one lives here once,
+//! scoped to an account, for the REST API and the dashboard alike: what a
+//! valid endpoint is, the pause reason, the rotation overlap, that a
+//! resume wakes the workers, the test event.
 
 mod endpoint_url;
 mod lookalike_host;
+mod validation;
 
 pub use endpoint_url::{EndpointUrl, MAX_URL_CHARS};
+pub use validation::{check_limits, check_types, checked_url, DEFAULT_MAX_IN_FLIGHT};
 
 use crate::{
+    clock::Timestamp,
     context::Ctx,
     delivery::signing,
-    store::{Endpoint, EndpointState, StoreError},
+    error::{OrNotFound, Result},
+    events, ids,
+    store::{
+        Attempt, Endpoint, EndpointPatch, EndpointState, Health, LastAttempt, NewEndpoint,
+        NewEvent, WindowStats,
+    },
 };
 
-pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, StoreError> {
+const DAY_MS: i64 = 24 * 3_600_000;
+
+/// An endpoint as a customer asks for it, before it is checked.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointInput {
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<String>,
+    pub rate_limit_per_sec: Option<i64>,
+    pub max_in_flight: Option<i64>,
+}
+
+/// A change as a customer asks for it; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct EndpointChange {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub event_types: Option<Vec<String>>,
+    /// `Some(None)` removes the limit.
+    pub rate_limit_per_sec: Option<Option<i64>>,
+    pub max_in_flight: Option<i64>,
+}
+
+/// A new endpoint with a fresh signing secret (the returned endpoint
+/// carries it, to be shown once).
+pub async fn create(ctx: &Ctx, account_id: &str, input: EndpointInput) -> Result<Endpoint> {
+    check_types(&input.event_types)?;
+    check_limits(input.rate_limit_per_sec, input.max_in_flight)?;
+    let new = NewEndpoint {
+        account_id: account_id.to_string(),
+        url: checked_url(&input.url, &ctx.engine.settings().targets).await?,
+        description: input.description,
+        event_types: input.event_types,
+        secret: signing::new_secret(),
+        rate_limit_per_sec: input.rate_limit_per_sec,
+        max_in_flight: input.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+    };
+    Ok(ctx.store.create_endpoint(new, ctx.clock.now()).await?)
+}
+
+pub async fn list(ctx: &Ctx, account_id: &str) -> Result<Vec<Endpoint>> {
+    Ok(ctx.store.list_endpoints(account_id).await?)
+}
+
+/// One endpoint of the account; another account's is not found.
+pub async fn get(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
+    ctx.store
+        .endpoint(account_id, id)
+        .await
+        .or_not_found("endpoint")
+}
+
+pub async fn update(
+    ctx: &Ctx,
+    account_id: &str,
+    id: &str,
+    change: EndpointChange,
+) -> Result<Endpoint> {
+    if let Some(types) = &change.event_types {
+        check_types(types)?;
+    }
+    check_limits(change.rate_limit_per_sec.flatten(), change.max_in_flight)?;
+    let url = match change.url.as_deref() {
+        Some(raw) => Some(checked_url(raw, &ctx.engine.settings().targets).await?),
+        None => None,
+    };
+    let patch = EndpointPatch {
+        url,
+        description: change.description,
+        event_types: change.event_types,
+        rate_limit_per_sec: change.rate_limit_per_sec,
+        max_in_flight: change.max_in_flight,
+    };
+    ctx.store
+        .update_endpoint(account_id, id, patch, ctx.clock.now())
+        .await
+        .or_not_found("endpoint")
+}
+
+/// Deletes the endpoint and, with it, its deliveries.
+pub async fn delete(ctx: &Ctx, account_id: &str, id: &str) -> Result<()> {
+    ctx.store
+        .delete_endpoint(account_id, id)
+        .await
+        .or_not_found("endpoint")
+}
+
+/// Events keep queueing while paused.
+pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
     ctx.store
         .set_endpoint_state(
             account_id,
@@ -23,20 +120,22 @@ pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, St
             ctx.clock.now(),
         )
         .await
+        .or_not_found("endpoint")
 }
 
 /// What queued while paused goes out at once.
-pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, StoreError> {
+pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
     let e = ctx
         .store
         .resume_endpoint(account_id, id, ctx.clock.now())
-        .await?;
+        .await
+        .or_not_found("endpoint")?;
     ctx.engine.wake().await;
     Ok(e)
 }
 
 /// A new secret; the old one keeps signing for the configured overlap.
-pub async fn rotate_secret(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint, StoreError> {
+pub async fn rotate_secret(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
     let now = ctx.clock.now();
     let overlap = ctx.engine.settings().rotation_overlap;
     ctx.store
@@ -48,4 +147,91 @@ pub async fn rotate_secret(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endp
             now,
         )
         .await
+        .or_not_found("endpoint")
+}
+
+/// Sends a `dakghar.test` event to this endpoint only, whatever its
+/// filter; returns the event's id.
+pub async fn send_test_event(ctx: &Ctx, account_id: &str, id: &str) -> Result<String> {
+    let endpoint = get(ctx, account_id, id).await?;
+    let event_id = format!("{}_test", ids::new_id(ids::EVENT));
+    let payload = serde_json::json!({
+        "message": "A test event from the Dakghar dashboard",
+        "endpoint_id": endpoint.id,
+        "sent_at": ctx.clock.now().to_rfc3339(),
+    });
+    let new = NewEvent {
+        account_id: account_id.to_string(),
+        id: event_id.clone(),
+        event_type: "dakghar.test".to_string(),
+        payload: payload.to_string().into_bytes(),
+    };
+    events::ingest(ctx, new, Some(&endpoint.id)).await?;
+    Ok(event_id)
+}
+
+/// Each endpoint of the account with its last 24 hours and last attempt.
+pub struct Overview {
+    pub endpoint: Endpoint,
+    pub day: WindowStats,
+    pub last_attempt: Option<LastAttempt>,
+}
+
+pub async fn overview(ctx: &Ctx, account_id: &str) -> Result<Vec<Overview>> {
+    let store = &ctx.store;
+    let now = ctx.clock.now();
+    let endpoints = store.list_endpoints(account_id).await?;
+    let mut stats = store
+        .account_endpoint_stats(account_id, Timestamp(now.millis() - DAY_MS))
+        .await?;
+    let mut last = store.last_attempts(account_id).await?;
+    Ok(endpoints
+        .into_iter()
+        .map(|endpoint| Overview {
+            day: stats.remove(&endpoint.id).unwrap_or_default(),
+            last_attempt: last.remove(&endpoint.id),
+            endpoint,
+        })
+        .collect())
+}
+
+/// Success rates, latency, attempts per hour and the queue.
+pub async fn health(ctx: &Ctx, account_id: &str, id: &str) -> Result<(Endpoint, Health)> {
+    let endpoint = get(ctx, account_id, id).await?;
+    let health = ctx
+        .store
+        .endpoint_health(&endpoint.id, ctx.clock.now())
+        .await?;
+    Ok((endpoint, health))
+}
+
+/// Everything the endpoint's page shows.
+pub struct Report {
+    pub endpoint: Endpoint,
+    pub health: Health,
+    pub last_attempt: Option<LastAttempt>,
+    /// The last failed attempts, newest first, each with its event's id.
+    pub last_errors: Vec<(Attempt, String)>,
+}
+
+pub async fn report(ctx: &Ctx, account_id: &str, id: &str) -> Result<Report> {
+    let (endpoint, health) = health(ctx, account_id, id).await?;
+    let store = &ctx.store;
+    let last_attempt = store.last_attempts(account_id).await?.remove(&endpoint.id);
+    let mut last_errors = Vec::new();
+    for a in &health.last_errors {
+        let event_id = store.delivery(&a.delivery_id).await?.event_id;
+        last_errors.push((a.clone(), event_id));
+    }
+    Ok(Report {
+        endpoint,
+        health,
+        last_attempt,
+        last_errors,
+    })
+}
+
+/// The endpoint's signing secret, for the customer to copy.
+pub async fn reveal_secret(ctx: &Ctx, account_id: &str, id: &str) -> Result<String> {
+    Ok(get(ctx, account_id, id).await?.secret)
 }

@@ -24,6 +24,8 @@ pub mod dashboard;
 pub mod delivery;
 pub mod demo;
 pub mod endpoints;
+pub mod error;
+pub mod events;
 pub mod ids;
 pub mod jobs;
 pub mod metrics;

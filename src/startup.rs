@@ -21,7 +21,7 @@ use crate::{
     clock::SharedClock,
     config::ServeConfig,
     context::{AppState, Ctx},
-    dashboard::{guard, login, protect, session},
+    dashboard::{self, guard, login, protect, session},
     delivery::engine::Engine,
     demo,
     sealing::{self, SecretsKey},
@@ -114,6 +114,11 @@ impl Application {
 
     pub fn port(&self) -> u16 {
         self.local_addr().port()
+    }
+
+    /// What the application's actions share, for work started beside it.
+    pub fn context(&self) -> Arc<Ctx> {
+        Arc::clone(&self.ctx)
     }
 
     pub fn engine(&self) -> Arc<Engine> {
@@ -217,7 +222,10 @@ async fn metrics_text(State(state): State<AppState>) -> impl axum::response::Int
 
 fn router(state: AppState) -> Router {
     let routes = generate_route_list(App);
-    let dashboard: DashboardRef = state.ctx.clone();
+    let dashboard: DashboardRef = Arc::new(dashboard::Adapter::new(
+        Arc::clone(&state.ctx),
+        api::openapi::operations(),
+    ));
     let options = state.leptos_options.clone();
     Router::new()
         .route("/", get(|| async { Redirect::to("/events") }))
@@ -306,12 +314,10 @@ pub async fn demo(mut config: ServeConfig, store: Store, clock: SharedClock) -> 
     // Seconds, not minutes, between retries: the dashboard moves while you watch.
     config.delivery.backoff.base = Duration::from_secs(10);
     config.delivery.backoff.cap = Duration::from_secs(120);
-    let app = Application::build(config, store.clone(), clock.clone()).await?;
+    let app = Application::build(config, store, clock).await?;
     let addr = app.local_addr();
     let trickle = demo::trickle(
-        store,
-        clock,
-        app.engine(),
+        app.context(),
         login.account_id,
         Duration::from_millis(1500),
         stop.clone(),

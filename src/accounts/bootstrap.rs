@@ -1,8 +1,10 @@
 //! The first start of a fresh installation: an admin to sign in with.
 
+use super::ensure_account;
 use crate::{
     auth::password,
     clock::Clock,
+    error::Result,
     ids,
     store::{Role, Store, StoreError},
 };
@@ -17,27 +19,13 @@ pub struct FirstAdmin {
 
 /// Creates an admin with a random password when the database has no user
 /// at all; returns the credentials so they can be shown once.
-pub async fn first_admin(
-    store: &Store,
-    clock: &dyn Clock,
-) -> Result<Option<FirstAdmin>, StoreError> {
+pub async fn first_admin(store: &Store, clock: &dyn Clock) -> Result<Option<FirstAdmin>> {
     if store.count_users().await? > 0 {
         return Ok(None);
     }
-    let account = match store.account_by_name(FIRST_ACCOUNT).await {
-        Ok(a) => a,
-        Err(StoreError::NotFound) => match store.create_account(FIRST_ACCOUNT, clock.now()).await {
-            Ok(a) => a,
-            // Another node created it a moment ago.
-            Err(StoreError::Conflict(_)) => store.account_by_name(FIRST_ACCOUNT).await?,
-            Err(e) => return Err(e),
-        },
-        Err(e) => return Err(e),
-    };
+    let account = ensure_account(store, FIRST_ACCOUNT, clock.now()).await?;
     let secret = ids::random_token(20);
-    let hash = password::hash_off_thread(secret.clone())
-        .await
-        .map_err(|e| StoreError::Config(e.to_string()))?;
+    let hash = password::hash_off_thread(secret.clone()).await?;
     match store
         .create_user(
             &account.id,
@@ -52,7 +40,7 @@ pub async fn first_admin(
         // Several nodes started at once on an empty database: one of them
         // made the admin and shows the password; the others just serve.
         Err(StoreError::Conflict(_)) => return Ok(None),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     }
     Ok(Some(FirstAdmin {
         email: FIRST_ADMIN_EMAIL.to_string(),

@@ -1,8 +1,6 @@
 //! `/api/v1/admin/*`: bulk replay and its audit log. Reached with an admin
 //! API key or an admin's session; anyone else gets 403 (401 if anonymous).
 
-use std::sync::Arc;
-
 use app::model::Viewer;
 use axum::{
     extract::{FromRequestParts, Path, State},
@@ -15,14 +13,14 @@ use serde_json::Value;
 
 use super::{
     caller::Caller,
-    error::{or_not_found, ApiError, ApiResult},
+    error::{ApiError, ApiResult},
     events::parse_time,
 };
 use crate::{
     clock::Timestamp,
     context::AppState,
     replay,
-    store::{Replay, ReplayCriteria},
+    store::{Replay, ReplayCriteria, ReplayProgress},
 };
 
 /// An administrator, and how the audit log names them.
@@ -197,10 +195,9 @@ pub async fn create(
         None => replay::DEFAULT_WINDOW,
     };
     let c = criteria(input.criteria)?;
-    replay::check(&c, window).map_err(|m| ApiError::bad_request("invalid_criteria", m))?;
-    let ctx = Arc::clone(&state.ctx);
+    let ctx = &state.ctx;
     if input.dry_run {
-        let groups = ctx.store.replay_preview(&c).await?;
+        let groups = replay::preview(ctx, &c, window).await?;
         let total: i64 = groups.iter().map(|g| g.count).sum();
         let groups = groups
             .into_iter()
@@ -219,18 +216,11 @@ pub async fn create(
         };
         return Ok((StatusCode::OK, Json(preview)).into_response());
     }
-    let started = replay::start(&ctx, &c, &admin.actor, window)
-        .await
-        .map_err(|e| match e {
-            crate::store::StoreError::NotFound => {
-                ApiError::bad_request("invalid_criteria", "no account has that account_id")
-            }
-            e => e.into(),
-        })?;
+    let started = replay::start(ctx, &c, &admin.actor, window).await?;
     Ok((StatusCode::ACCEPTED, Json(replay_out(&started, None))).into_response())
 }
 
-fn replay_out(r: &Replay, progress: Option<ProgressOut>) -> ReplayOut {
+fn replay_out(r: &Replay, progress: Option<&ReplayProgress>) -> ReplayOut {
     ReplayOut {
         id: r.id.clone(),
         kind: r.kind.clone(),
@@ -241,7 +231,13 @@ fn replay_out(r: &Replay, progress: Option<ProgressOut>) -> ReplayOut {
         status: r.status.clone(),
         window_ms: r.window_ms,
         created_at: Timestamp(r.created_at).to_rfc3339(),
-        progress,
+        progress: progress.map(|p| ProgressOut {
+            pending: p.pending,
+            in_flight: p.in_flight,
+            delivered: p.delivered,
+            failed: p.failed,
+            expired: p.expired,
+        }),
     }
 }
 
@@ -251,7 +247,7 @@ fn replay_out(r: &Replay, progress: Option<ProgressOut>) -> ReplayOut {
     responses((status = 200, body = ReplayListOut), (status = 403, body = super::error::ErrorOut)),
     security(("api_key" = [])))]
 pub async fn list(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<ReplayListOut>> {
-    let rows = state.ctx.store.replays(None, 200).await?;
+    let rows = replay::audit_log(&state.ctx).await?;
     let data = rows.iter().map(|r| replay_out(r, None)).collect();
     Ok(Json(ReplayListOut { data }))
 }
@@ -266,17 +262,8 @@ pub async fn get_one(
     _admin: Admin,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ReplayOut>> {
-    let store = &state.ctx.store;
-    let r = store.replay(&id).await.map_err(or_not_found("replay"))?;
-    let p = store.replay_progress(&id).await?;
-    let progress = ProgressOut {
-        pending: p.pending,
-        in_flight: p.in_flight,
-        delivered: p.delivered,
-        failed: p.failed,
-        expired: p.expired,
-    };
-    Ok(Json(replay_out(&r, Some(progress))))
+    let (r, progress) = replay::status(&state.ctx, &id).await?;
+    Ok(Json(replay_out(&r, Some(&progress))))
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/replays/{id}/cancel", tag = "admin",
@@ -289,13 +276,7 @@ pub async fn cancel(
     admin: Admin,
     Path(id): Path<String>,
 ) -> ApiResult<Json<CancelOut>> {
-    let ctx = &state.ctx;
-    let reverted = ctx
-        .store
-        .cancel_replay(&id, ctx.clock.now())
-        .await
-        .map_err(or_not_found("replay"))?;
-    tracing::info!(replay = %id, reverted, actor = %admin.actor, "bulk replay cancelled");
+    let reverted = replay::cancel(&state.ctx, &id, &admin.actor).await?;
     Ok(Json(CancelOut {
         id,
         status: "cancelled".into(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::{extract::FromRequestParts, http::request::Parts};
 
 use super::error::ApiError;
-use crate::{auth::api_key, context::AppState, store::StoreError};
+use crate::{accounts, context::AppState};
 
 /// An authenticated producer. Every query made for it is scoped by `account_id`.
 #[derive(Debug, Clone)]
@@ -31,14 +31,11 @@ impl FromRequestParts<AppState> for Caller {
             .map(str::trim)
             .filter(|k| !k.is_empty())
             .ok_or_else(|| ApiError::unauthorized("Authorization must be: Bearer <api key>"))?;
-        match ctx.store.active_api_key(&api_key::hash(key)).await {
-            Ok(k) => Ok(Caller {
-                account_id: k.account_id,
-                key_id: k.id,
-                is_admin: k.is_admin,
-            }),
-            Err(StoreError::NotFound) => Err(ApiError::unauthorized("unknown or revoked API key")),
-            Err(e) => Err(e.into()),
-        }
+        let k = accounts::authenticate(&ctx.store, key).await?;
+        Ok(Caller {
+            account_id: k.account_id,
+            key_id: k.id,
+            is_admin: k.is_admin,
+        })
     }
 }

@@ -9,18 +9,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     caller::Caller,
-    error::{or_not_found, ApiError, ApiResult},
+    error::{ApiError, ApiResult},
 };
 use crate::{
     clock::Timestamp,
     context::AppState,
-    delivery::{signing, target_policy::TargetPolicy},
-    endpoints as endpoint_actions,
-    endpoints::EndpointUrl,
-    store::{Endpoint, EndpointPatch, NewEndpoint},
+    endpoints::{self, EndpointChange, EndpointInput},
+    store::Endpoint,
 };
-
-const MAX_EVENT_TYPES: usize = 100;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -111,60 +107,15 @@ impl EndpointOut {
             id: e.id,
             url: e.url,
             description: e.description,
-            state: e.state.to_string(),
+            state: e.state.as_str().to_string(),
             pause_reason: e.pause_reason,
             rate_limit_per_sec: e.rate_limit_per_sec,
             max_in_flight: e.max_in_flight,
-            circuit_state: e.circuit_state.to_string(),
+            circuit_state: e.circuit_state.as_str().to_string(),
             failing_since: e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
             created_at: Timestamp(e.created_at).to_rfc3339(),
         }
     }
-}
-
-pub(crate) fn check_types(types: &[String]) -> ApiResult<()> {
-    if types.len() > MAX_EVENT_TYPES {
-        return Err(ApiError::bad_request(
-            "invalid_event_types",
-            format!("at most {MAX_EVENT_TYPES} event types"),
-        ));
-    }
-    if types.iter().any(|t| t.trim().is_empty() || t.len() > 255) {
-        return Err(ApiError::bad_request(
-            "invalid_event_types",
-            "event types must be 1 to 255 characters",
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> ApiResult<()> {
-    if rate.is_some_and(|r| !(1..=10_000).contains(&r)) {
-        return Err(ApiError::bad_request(
-            "invalid_rate_limit",
-            "rate_limit_per_sec must be between 1 and 10000",
-        ));
-    }
-    if in_flight.is_some_and(|m| !(1..=1000).contains(&m)) {
-        return Err(ApiError::bad_request(
-            "invalid_max_in_flight",
-            "max_in_flight must be between 1 and 1000",
-        ));
-    }
-    Ok(())
-}
-
-/// A valid endpoint URL that the SSRF guard lets through (its host, and
-/// the addresses its name has now; sends check again).
-pub(crate) async fn url(raw: &str, targets: &TargetPolicy) -> ApiResult<String> {
-    let parsed = EndpointUrl::parse(raw).map_err(|m| ApiError::bad_request("invalid_url", m))?;
-    let url = url::Url::parse(parsed.as_str())
-        .map_err(|e| ApiError::bad_request("invalid_url", e.to_string()))?;
-    targets
-        .check_url(&url)
-        .await
-        .map_err(|b| ApiError::bad_request("blocked_url", format!("url is not allowed: {b}")))?;
-    Ok(parsed.as_str().to_string())
 }
 
 #[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
@@ -175,19 +126,14 @@ pub async fn create(
     body: Result<Json<EndpointIn>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<EndpointOut>)> {
     let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
-    check_types(&input.event_types)?;
-    check_limits(input.rate_limit_per_sec, input.max_in_flight)?;
-    let new = NewEndpoint {
-        account_id: caller.account_id,
-        url: url(&input.url, &state.ctx.engine.settings().targets).await?,
+    let input = EndpointInput {
+        url: input.url,
         description: input.description,
         event_types: input.event_types,
-        secret: signing::new_secret(),
         rate_limit_per_sec: input.rate_limit_per_sec,
-        max_in_flight: input.max_in_flight.unwrap_or(10),
+        max_in_flight: input.max_in_flight,
     };
-    let ctx = &state.ctx;
-    let created = ctx.store.create_endpoint(new, ctx.clock.now()).await?;
+    let created = endpoints::create(&state.ctx, &caller.account_id, input).await?;
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created, true))))
 }
 
@@ -197,8 +143,8 @@ pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
 ) -> ApiResult<Json<EndpointListOut>> {
-    let endpoints = state.ctx.store.list_endpoints(&caller.account_id).await?;
-    let data = endpoints
+    let data = endpoints::list(&state.ctx, &caller.account_id)
+        .await?
         .into_iter()
         .map(|e| EndpointOut::from(e, false))
         .collect();
@@ -212,12 +158,7 @@ pub async fn get_one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let e = state
-        .ctx
-        .store
-        .endpoint(&caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    let e = endpoints::get(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -231,26 +172,14 @@ pub async fn patch(
     body: Result<Json<EndpointPatchIn>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<Json<EndpointOut>> {
     let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
-    if let Some(t) = &input.event_types {
-        check_types(t)?;
-    }
-    check_limits(input.rate_limit_per_sec.flatten(), input.max_in_flight)?;
-    let patch = EndpointPatch {
-        url: match input.url.as_deref() {
-            Some(raw) => Some(url(raw, &state.ctx.engine.settings().targets).await?),
-            None => None,
-        },
+    let change = EndpointChange {
+        url: input.url,
         description: input.description,
         event_types: input.event_types,
         rate_limit_per_sec: input.rate_limit_per_sec,
         max_in_flight: input.max_in_flight,
     };
-    let ctx = &state.ctx;
-    let e = ctx
-        .store
-        .update_endpoint(&caller.account_id, &id, patch, ctx.clock.now())
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    let e = endpoints::update(&state.ctx, &caller.account_id, &id, change).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -261,12 +190,7 @@ pub async fn delete(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    state
-        .ctx
-        .store
-        .delete_endpoint(&caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    endpoints::delete(&state.ctx, &caller.account_id, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -277,9 +201,7 @@ pub async fn pause(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let e = endpoint_actions::pause(&state.ctx, &caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    let e = endpoints::pause(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -290,9 +212,7 @@ pub async fn resume(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let e = endpoint_actions::resume(&state.ctx, &caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    let e = endpoints::resume(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
@@ -303,9 +223,7 @@ pub async fn rotate_secret(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let e = endpoint_actions::rotate_secret(&state.ctx, &caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
+    let e = endpoints::rotate_secret(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, true)))
 }
 
@@ -318,20 +236,13 @@ pub async fn health(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<HealthOut>> {
-    let ctx = &state.ctx;
-    let e = ctx
-        .store
-        .endpoint(&caller.account_id, &id)
-        .await
-        .map_err(or_not_found("endpoint"))?;
-    let now = ctx.clock.now();
-    let h = ctx.store.endpoint_health(&e.id, now).await?;
+    let (e, h) = endpoints::health(&state.ctx, &caller.account_id, &id).await?;
     let rate = |ok: i64, all: i64| (all > 0).then(|| ok as f64 / all as f64);
     let at = |t: Option<i64>| t.map(|t| Timestamp(t).to_rfc3339());
     Ok(Json(HealthOut {
-        state: e.state.to_string(),
+        state: e.state.as_str().to_string(),
         pause_reason: e.pause_reason,
-        circuit_state: e.circuit_state.to_string(),
+        circuit_state: e.circuit_state.as_str().to_string(),
         failing_since: at(e.failing_since),
         last_success_at: at(e.last_success_at),
         attempts_24h: h.day.attempts,

@@ -8,7 +8,7 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::store::StoreError;
+use crate::{error::Error, store::StoreError};
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -95,21 +95,20 @@ impl ApiError {
     }
 }
 
-/// Maps a store miss to a 404 that names what was missing; any other store
-/// error as usual. Another account's id is a miss too.
-pub fn or_not_found(what: &'static str) -> impl Fn(StoreError) -> ApiError {
-    move |e| match e {
-        StoreError::NotFound => ApiError::not_found(what),
-        e => e.into(),
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
+/// A domain error as the API answers it: the status and code its kind
+/// calls for; a failure of ours is logged and answered without detail.
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
         match e {
-            StoreError::NotFound => ApiError::not_found("resource"),
-            StoreError::Conflict(what) => ApiError::conflict(format!("{what} already exists")),
-            e if e.is_unavailable() => {
+            Error::NotFound(what) => ApiError::not_found(what),
+            Error::Invalid { code, message } => ApiError::bad_request(code, message),
+            Error::Conflict(message) => ApiError::conflict(message),
+            Error::RateLimited {
+                message,
+                retry_after_s,
+            } => ApiError::too_many_requests(retry_after_s, message),
+            Error::Unauthorized(message) => ApiError::unauthorized(message),
+            Error::Store(e) if e.is_unavailable() => {
                 tracing::error!(error = %e, "database unavailable");
                 ApiError::unavailable()
             }
@@ -118,6 +117,12 @@ impl From<StoreError> for ApiError {
                 ApiError::internal()
             }
         }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Error::from(e).into()
     }
 }
 

@@ -13,15 +13,15 @@ use serde_json::value::RawValue;
 
 use super::{
     caller::Caller,
-    error::{or_not_found, ApiError, ApiResult},
+    error::{ApiError, ApiResult},
     ingest_body::{read_event, too_large, EventIn, Incoming, MAX_PAYLOAD_BYTES},
 };
 use crate::{
     clock::Timestamp,
     context::AppState,
-    delivery::classify::explain,
-    replay::{self as resend, ResendError},
-    store::{Attempt, Delivery, DeliveryState, EventFilter, NewEvent, StoreError},
+    events::{self, AttemptInfo, DeliveryInfo},
+    replay,
+    store::{Delivery, DeliveryState, EventFilter, NewEvent},
 };
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -58,7 +58,6 @@ pub async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<IngestOut>)> {
-    let ctx = &state.ctx;
     // Room for the envelope around a payload at the limit.
     let body = axum::body::to_bytes(body, MAX_PAYLOAD_BYTES + 4096)
         .await
@@ -68,36 +67,17 @@ pub async fn ingest(
         event_type,
         payload,
     } = read_event(&headers, &body)?;
-    let now = ctx.clock.now();
-    let settings = ctx.engine.settings();
     let new = NewEvent {
-        account_id: caller.account_id.clone(),
+        account_id: caller.account_id,
         id: id.clone(),
         event_type,
         payload,
     };
-    let inserted = crate::metrics::timed(
-        "dakghar_db_ingest_seconds",
-        ctx.store
-            .insert_event(new, now, now.plus(settings.retry_window)),
-    )
-    .await;
-    let deliveries = match inserted {
-        Ok(inserted) => {
-            ctx.engine.wake().await;
-            inserted.deliveries
-        }
-        // The same id again: the first result, nothing new.
-        Err(StoreError::Conflict(_)) => {
-            ctx.store
-                .deliveries_of_event(&caller.account_id, &id)
-                .await?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let ingested = events::ingest(&state.ctx, new, None).await?;
     let out = IngestOut {
         id,
-        deliveries: deliveries
+        deliveries: ingested
+            .deliveries
             .into_iter()
             .map(|d| DeliveryRef {
                 id: d.id,
@@ -134,32 +114,29 @@ pub struct AttemptOut {
     error: Option<String>,
 }
 
-fn delivery_out(d: Delivery, attempts: Option<Vec<Attempt>>) -> DeliveryOut {
+fn delivery_out(d: Delivery, attempts: Option<Vec<AttemptInfo>>) -> DeliveryOut {
     DeliveryOut {
         next_attempt_at: d.next_attempt().map(|t| Timestamp(t).to_rfc3339()),
         give_up_at: Timestamp(d.give_up_at).to_rfc3339(),
         attempts: attempts.map(|a| a.into_iter().map(attempt_out).collect()),
         id: d.id,
         endpoint_id: d.endpoint_id,
-        state: d.state.to_string(),
+        state: d.state.as_str().to_string(),
         attempts_count: d.attempt_seq,
         last_status: d.last_status,
         last_error: d.last_error,
     }
 }
 
-fn attempt_out(a: Attempt) -> AttemptOut {
-    let status = a.response_status.and_then(|s| u16::try_from(s).ok());
+fn attempt_out(a: AttemptInfo) -> AttemptOut {
     AttemptOut {
-        explanation: explain(status, &a.classification),
-        attempt: a.attempt,
+        attempt: a.number,
         started_at: Timestamp(a.started_at).to_rfc3339(),
         duration_ms: a.duration_ms,
-        status: a.response_status,
+        status: a.status,
         classification: a.classification,
-        response_snippet: a
-            .response_body
-            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        explanation: a.explanation,
+        response_snippet: a.response_snippet,
         error: a.error,
     }
 }
@@ -173,13 +150,6 @@ pub(crate) fn parse_time(name: &str, raw: &str) -> ApiResult<Timestamp> {
                 format!("{name} must be an RFC 3339 time such as 2026-01-31T12:00:00Z"),
             )
         })
-}
-
-/// Cursors are opaque to callers: "<created_at ms>.<event id>".
-fn parse_cursor(raw: &str) -> ApiResult<(i64, String)> {
-    raw.split_once('.')
-        .and_then(|(at, id)| Some((at.parse().ok()?, id.to_string())))
-        .ok_or_else(|| bad("invalid_cursor", "cursor is not one this API returned"))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -244,20 +214,22 @@ pub async fn list(
             .ok_or_else(|| bad("invalid_query", "limit must be between 1 and 100"))?,
         None => 25,
     };
+    let cursor = get("cursor")
+        .map(|c| {
+            events::parse_cursor(c)
+                .ok_or_else(|| bad("invalid_cursor", "cursor is not one this API returned"))
+        })
+        .transpose()?;
     let filter = EventFilter {
         state: state_filter,
         event_type: get("type").map(str::to_string),
         endpoint_id: get("endpoint").map(str::to_string),
         since: get("since").map(|v| parse_time("since", v)).transpose()?,
         until: get("until").map(|v| parse_time("until", v)).transpose()?,
-        after: get("cursor").map(parse_cursor).transpose()?,
+        after: cursor,
         id: None,
     };
-    let page = state
-        .ctx
-        .store
-        .list_events(&caller.account_id, &filter, limit)
-        .await?;
+    let page = events::list(&state.ctx, &caller.account_id, &filter, limit).await?;
     let data = page
         .events
         .into_iter()
@@ -270,7 +242,7 @@ pub async fn list(
         .collect();
     Ok(Json(EventListOut {
         data,
-        next_cursor: page.next.map(|(at, id)| format!("{at}.{id}")),
+        next_cursor: page.next.as_ref().map(events::cursor),
     }))
 }
 
@@ -284,16 +256,8 @@ pub async fn get_one(
     caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<EventDetailOut>> {
-    let store = &state.ctx.store;
-    let event = store
-        .event(&caller.account_id, &id)
-        .await
-        .map_err(or_not_found("event"))?;
-    let mut deliveries = Vec::new();
-    for d in store.deliveries_of_event(&caller.account_id, &id).await? {
-        let attempts = store.attempts_of_delivery(&d.id).await?;
-        deliveries.push(delivery_out(d, Some(attempts)));
-    }
+    let detail = events::detail(&state.ctx, &caller.account_id, &id).await?;
+    let event = detail.event;
     let payload: Box<RawValue> =
         RawValue::from_string(String::from_utf8_lossy(&event.payload).into_owned())
             .map_err(|_| ApiError::internal())?;
@@ -302,7 +266,11 @@ pub async fn get_one(
         event_type: event.event_type,
         payload,
         created_at: Timestamp(event.created_at).to_rfc3339(),
-        deliveries,
+        deliveries: detail
+            .deliveries
+            .into_iter()
+            .map(|DeliveryInfo { delivery, attempts }| delivery_out(delivery, Some(attempts)))
+            .collect(),
     }))
 }
 
@@ -321,15 +289,6 @@ pub async fn resend(
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<DeliveryOut>)> {
     let actor = format!("api_key:{}", caller.key_id);
-    let updated = resend::resend(&state.ctx, &caller.account_id, &id, &actor)
-        .await
-        .map_err(|e| match e {
-            ResendError::NotFound => ApiError::not_found("delivery"),
-            ResendError::NotFinished => ApiError::conflict(e.to_string()),
-            ResendError::RateLimited { retry_after_s, .. } => {
-                ApiError::too_many_requests(retry_after_s, e.to_string())
-            }
-            ResendError::Store(e) => e.into(),
-        })?;
+    let updated = replay::resend(&state.ctx, &caller.account_id, &id, &actor).await?;
     Ok((StatusCode::ACCEPTED, Json(delivery_out(updated, None))))
 }

@@ -10,15 +10,10 @@ use app::{
     },
 };
 
-use super::internal;
-use crate::{auth::api_key, context::Ctx, delivery::backoff::Jitter};
+use crate::{accounts, context::Ctx, delivery::backoff::Jitter};
 
 pub async fn notifications(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
-    let list = ctx
-        .store
-        .notifications(&viewer.account_id)
-        .await
-        .map_err(internal)?;
+    let list = accounts::notifications(&ctx.store, &viewer.account_id).await?;
     Ok(list
         .into_iter()
         .map(|n| NotificationView {
@@ -34,11 +29,7 @@ pub async fn notifications(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<Notificatio
 }
 
 pub async fn api_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
-    let keys = ctx
-        .store
-        .list_api_keys(&viewer.account_id)
-        .await
-        .map_err(internal)?;
+    let keys = accounts::api_keys(&ctx.store, &viewer.account_id).await?;
     Ok(keys
         .into_iter()
         .map(|k| ApiKeyView {
@@ -52,32 +43,21 @@ pub async fn api_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>, App
 
 /// Customers create plain keys; admin keys come from the command line.
 pub async fn create_api_key(ctx: &Ctx, viewer: &Viewer) -> Result<String, AppError> {
-    let key = api_key::generate();
-    ctx.store
-        .create_api_key(
-            &viewer.account_id,
-            &key.prefix,
-            &key.hash,
-            false,
-            ctx.clock.now(),
-        )
-        .await
-        .map_err(internal)?;
+    let key =
+        accounts::create_api_key(&ctx.store, &viewer.account_id, false, ctx.clock.now()).await?;
     Ok(key.key)
 }
 
 pub async fn revoke_api_key(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
-    ctx.store
-        .revoke_api_key(&viewer.account_id, id, ctx.clock.now())
-        .await
-        .map_err(internal)
+    Ok(accounts::revoke_api_key(&ctx.store, &viewer.account_id, id, ctx.clock.now()).await?)
 }
 
 fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-pub fn contract(ctx: &Ctx) -> Contract {
+/// The delivery contract from the running configuration, and the API.
+pub fn contract(ctx: &Ctx, api: &[(String, String, String)]) -> Contract {
     let s = ctx.engine.settings();
     let retries = s.max_attempts.saturating_sub(1).min(30);
     let schedule = (1..=retries)
@@ -103,6 +83,6 @@ pub fn contract(ctx: &Ctx) -> Contract {
         resends_per_minute: ctx.config.resends_per_minute,
         schedule,
         base_url: format!("http://{}", ctx.config.listen),
-        api: crate::api::openapi::operations(),
+        api: api.to_vec(),
     }
 }

@@ -11,12 +11,12 @@ use app::{
     },
 };
 
-use super::internal;
 use crate::{
+    accounts,
     clock::Timestamp,
     context::Ctx,
     replay,
-    store::{Replay, ReplayCriteria, StoreError},
+    store::{Replay, ReplayCriteria, ReplayProgress},
 };
 
 fn require_admin(viewer: &Viewer) -> Result<(), AppError> {
@@ -31,9 +31,7 @@ pub async fn overview(ctx: &Ctx, viewer: &Viewer) -> Result<AdminOverview, AppEr
     require_admin(viewer)?;
     let now = ctx.clock.now();
     let hour_ago = Timestamp(now.millis() - 3_600_000);
-    let store = &ctx.store;
-    let accounts = store.accounts_overview().await.map_err(internal)?;
-    let rates = store.global_rates(hour_ago).await.map_err(internal)?;
+    let (accounts, rates) = accounts::installation(&ctx.store, hour_ago).await?;
     let share = |part: i64, whole: i64| (whole > 0).then(|| part as f64 / whole as f64);
     Ok(AdminOverview {
         delivery_rate_1h: share(rates.delivered_attempts, rates.attempts),
@@ -87,7 +85,6 @@ fn criteria(form: &ReplayForm) -> Result<(ReplayCriteria, Duration), AppError> {
             AppError::Invalid("spread over must be a duration such as 5m or 1h".into())
         })?,
     };
-    replay::check(&c, window).map_err(AppError::Invalid)?;
     Ok((c, window))
 }
 
@@ -97,8 +94,8 @@ pub async fn preview(
     form: ReplayForm,
 ) -> Result<Vec<PreviewLine>, AppError> {
     require_admin(viewer)?;
-    let (c, _) = criteria(&form)?;
-    let groups = ctx.store.replay_preview(&c).await.map_err(internal)?;
+    let (c, window) = criteria(&form)?;
+    let groups = replay::preview(ctx, &c, window).await?;
     Ok(groups
         .into_iter()
         .map(|g| PreviewLine {
@@ -114,22 +111,12 @@ pub async fn start(ctx: &Ctx, viewer: &Viewer, form: ReplayForm) -> Result<Strin
     require_admin(viewer)?;
     let (c, window) = criteria(&form)?;
     let actor = format!("user:{}", viewer.user_id);
-    let started = replay::start(ctx, &c, &actor, window)
-        .await
-        .map_err(|e| match e {
-            StoreError::NotFound => AppError::Invalid("no account has that account id".into()),
-            e => internal(e),
-        })?;
+    let started = replay::start(ctx, &c, &actor, window).await?;
     Ok(started.id)
 }
 
-async fn view_of(ctx: &Ctx, r: Replay, with_progress: bool) -> Result<ReplayView, StoreError> {
-    let p = if with_progress && r.kind == "bulk" {
-        ctx.store.replay_progress(&r.id).await?
-    } else {
-        Default::default()
-    };
-    Ok(ReplayView {
+fn view_of(r: Replay, p: ReplayProgress) -> ReplayView {
+    ReplayView {
         id: r.id,
         actor: r.actor,
         kind: r.kind,
@@ -142,33 +129,27 @@ async fn view_of(ctx: &Ctx, r: Replay, with_progress: bool) -> Result<ReplayView
         delivered: p.delivered,
         failed: p.failed,
         expired: p.expired,
-    })
+    }
 }
 
 pub async fn status(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError> {
     require_admin(viewer)?;
-    let r = ctx.store.replay(id).await.map_err(internal)?;
-    view_of(ctx, r, true).await.map_err(internal)
+    let (r, progress) = replay::status(ctx, id).await?;
+    Ok(view_of(r, progress))
 }
 
 pub async fn cancel(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
     require_admin(viewer)?;
-    let reverted = ctx
-        .store
-        .cancel_replay(id, ctx.clock.now())
-        .await
-        .map_err(internal)?;
-    tracing::info!(replay = %id, reverted, user = %viewer.user_id, "bulk replay cancelled");
+    replay::cancel(ctx, id, &format!("user:{}", viewer.user_id)).await?;
     Ok(())
 }
 
 /// The log without progress counts: each bulk replay's page has those.
 pub async fn audit(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError> {
     require_admin(viewer)?;
-    let rows = ctx.store.replays(None, 200).await.map_err(internal)?;
-    let mut out = Vec::with_capacity(rows.len());
-    for r in rows {
-        out.push(view_of(ctx, r, false).await.map_err(internal)?);
-    }
-    Ok(out)
+    let rows = replay::audit_log(ctx).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| view_of(r, ReplayProgress::default()))
+        .collect())
 }

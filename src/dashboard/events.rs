@@ -13,13 +13,13 @@ use app::{
     },
 };
 
-use super::internal;
 use crate::{
     clock::Timestamp,
     context::Ctx,
-    delivery::classify::explain,
-    replay::{self as resend, ResendError},
-    store::{Attempt, Delivery, DeliveryState, Endpoint, EventFilter},
+    endpoints,
+    events::{self, AttemptInfo},
+    replay,
+    store::{Delivery, DeliveryState, Endpoint, EventFilter},
 };
 
 const PAGE_SIZE: i64 = 25;
@@ -40,8 +40,7 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
         .cursor
         .as_deref()
         .map(|c| {
-            c.split_once('.')
-                .and_then(|(at, id)| Some((at.parse().ok()?, id.to_string())))
+            events::parse_cursor(c)
                 .ok_or_else(|| AppError::Invalid("that page link is not valid".into()))
         })
         .transpose()?;
@@ -54,16 +53,8 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
         after,
         id: q.id,
     };
-    let page = ctx
-        .store
-        .list_events(&viewer.account_id, &filter, PAGE_SIZE)
-        .await
-        .map_err(internal)?;
-    let endpoints = ctx
-        .store
-        .list_endpoints(&viewer.account_id)
-        .await
-        .map_err(internal)?;
+    let page = events::list(ctx, &viewer.account_id, &filter, PAGE_SIZE).await?;
+    let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
     let urls = urls_by_id(&endpoints);
     let rows = page
         .events
@@ -83,7 +74,7 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
         .collect();
     Ok(EventsList {
         rows,
-        next_cursor: page.next.map(|(at, id)| format!("{at}.{id}")),
+        next_cursor: page.next.as_ref().map(events::cursor),
         endpoints: endpoints
             .iter()
             .map(|e| EndpointOption {
@@ -122,46 +113,41 @@ fn status_of(d: &Delivery) -> Status {
 }
 
 pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
-    let store = &ctx.store;
-    let event = store
-        .event(&viewer.account_id, id)
-        .await
-        .map_err(internal)?;
-    let endpoints = store
-        .list_endpoints(&viewer.account_id)
-        .await
-        .map_err(internal)?;
+    let detail = events::detail(ctx, &viewer.account_id, id).await?;
+    let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
     let urls = urls_by_id(&endpoints);
-    let mut deliveries = Vec::new();
-    for d in store
-        .deliveries_of_event(&viewer.account_id, id)
-        .await
-        .map_err(internal)?
-    {
-        let url = url_of(&urls, &d.endpoint_id);
-        let mut attempts = store.attempts_of_delivery(&d.id).await.map_err(internal)?;
-        attempts.sort_by_key(|a| std::cmp::Reverse(a.attempt));
-        let status = status_of(&d);
-        deliveries.push(DeliveryDetail {
-            next_attempt_at: d.next_attempt(),
-            attempts: attempts
+    let event = &detail.event;
+    let deliveries = detail
+        .deliveries
+        .into_iter()
+        .map(|info| {
+            let d = info.delivery;
+            let url = url_of(&urls, &d.endpoint_id);
+            // Newest first.
+            let attempts = info
+                .attempts
                 .into_iter()
+                .rev()
                 .map(|a| attempt_view(a, &url, &event.id, &event.payload))
-                .collect(),
-            id: d.id,
-            endpoint_id: d.endpoint_id,
-            endpoint_url: url,
-            status,
-            give_up_at: d.give_up_at,
-            finished_at: d.finished_at,
-            last_error: d.last_error,
-        });
-    }
+                .collect();
+            DeliveryDetail {
+                next_attempt_at: d.next_attempt(),
+                status: status_of(&d),
+                attempts,
+                id: d.id,
+                endpoint_id: d.endpoint_id,
+                endpoint_url: url,
+                give_up_at: d.give_up_at,
+                finished_at: d.finished_at,
+                last_error: d.last_error,
+            }
+        })
+        .collect();
     Ok(EventDetail {
         now: ctx.clock.now().millis(),
         payload_pretty: pretty(&event.payload),
-        id: event.id,
-        event_type: event.event_type,
+        id: event.id.clone(),
+        event_type: event.event_type.clone(),
         created_at: event.created_at,
         deliveries,
     })
@@ -174,28 +160,19 @@ fn pretty(payload: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(payload).into_owned())
 }
 
-fn attempt_view(a: Attempt, url: &str, event_id: &str, payload: &[u8]) -> AttemptView {
-    let status = a.response_status.and_then(|s| u16::try_from(s).ok());
+fn attempt_view(a: AttemptInfo, url: &str, event_id: &str, payload: &[u8]) -> AttemptView {
     AttemptView {
-        number: a.attempt,
+        number: a.number,
         started_at: a.started_at,
         duration_ms: a.duration_ms,
-        status: a.response_status,
-        explanation: explain(status, &a.classification),
-        request_headers: headers(Some(&a.request_headers)),
-        response_headers: headers(a.response_headers.as_deref()),
-        response_snippet: a
-            .response_body
-            .map(|b| String::from_utf8_lossy(&b).into_owned()),
+        status: a.status,
+        explanation: a.explanation,
+        request_headers: a.request_headers,
+        response_headers: a.response_headers,
+        response_snippet: a.response_snippet,
         error: a.error,
         curl: curl(url, event_id, payload),
     }
-}
-
-fn headers(stored: Option<&str>) -> Vec<(String, String)> {
-    stored
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default()
 }
 
 /// The request again as a shell command. The signature is a placeholder
@@ -224,13 +201,6 @@ fn shell_quote(s: &str) -> String {
 
 pub async fn resend(ctx: &Ctx, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
     let actor = format!("user:{}", viewer.user_id);
-    match resend::resend(ctx, &viewer.account_id, delivery_id, &actor).await {
-        Ok(_) => Ok(()),
-        Err(ResendError::NotFound) => Err(AppError::NotFound),
-        Err(e @ ResendError::NotFinished) => Err(AppError::Conflict(e.to_string())),
-        Err(ResendError::RateLimited { retry_after_s, .. }) => {
-            Err(AppError::RateLimited { retry_after_s })
-        }
-        Err(ResendError::Store(e)) => Err(internal(e)),
-    }
+    replay::resend(ctx, &viewer.account_id, delivery_id, &actor).await?;
+    Ok(())
 }

@@ -12,10 +12,11 @@ use axum::{
 use tower_sessions::Session;
 
 use crate::{
+    accounts,
     clock::Timestamp,
     context::Ctx,
     dashboard::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
-    store::StoreError,
+    error::Error,
 };
 
 /// `seen_at` is rewritten at most this often: a session write per page
@@ -81,7 +82,7 @@ pub async fn load_viewer(
         None => None,
     };
     if let Some(user_id) = user_id {
-        match ctx.store.user(&user_id).await {
+        match accounts::user(&ctx.store, &user_id).await {
             Ok(user) => {
                 req.extensions_mut().insert(Viewer {
                     is_admin: user.is_admin(),
@@ -89,7 +90,7 @@ pub async fn load_viewer(
                     account_id: user.account_id,
                 });
             }
-            Err(StoreError::NotFound) => {
+            Err(Error::NotFound(_)) => {
                 // The user was deleted: the session means nothing any more.
                 let _ = session.flush().await;
             }

@@ -1,45 +1,66 @@
-//! Bulk replay as the admin API and pages start it: reset the matching
-//! dead letters, tell each affected account, wake the workers.
+//! Bulk replay (SPEC §5), admins only: preview what matches, reset it
+//! spread over a window (and within each endpoint's rate limit), tell each
+//! affected account, follow it, cancel what has not been attempted yet.
 
 use std::time::Duration;
 
 use crate::{
     context::Ctx,
-    store::{Replay, ReplayCriteria, StoreError},
+    error::{Error, OrNotFound, Result},
+    store::{Replay, ReplayCriteria, ReplayGroup, ReplayProgress, StoreError},
 };
 
 /// The longest window a replay may be spread over.
 pub const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(5 * 60);
 
-/// Checks the criteria; returns what is wrong in words.
-pub fn check(c: &ReplayCriteria, window: Duration) -> Result<(), String> {
+/// Every refusal of a replay's criteria is this code.
+const INVALID: &str = "invalid_criteria";
+
+/// Checks the criteria and the window; says what is wrong in words.
+pub fn check(c: &ReplayCriteria, window: Duration) -> Result<()> {
+    let refuse = |m: &str| Err(Error::invalid(INVALID, m));
     if !c.failed && !c.expired {
-        return Err("choose at least one state to replay: failed, expired or both".into());
+        return refuse("choose at least one state to replay: failed, expired or both");
     }
     if let (Some(since), Some(until)) = (c.since, c.until) {
         if since >= until {
-            return Err("the time range is empty: since must be before until".into());
+            return refuse("the time range is empty: since must be before until");
         }
     }
     if window > MAX_WINDOW {
-        return Err("the spread window may be at most 24 hours".into());
+        return refuse("the spread window may be at most 24 hours");
     }
     Ok(())
 }
 
+/// How many deliveries per endpoint a replay would reset; nothing changes.
+pub async fn preview(ctx: &Ctx, c: &ReplayCriteria, window: Duration) -> Result<Vec<ReplayGroup>> {
+    check(c, window)?;
+    Ok(ctx.store.replay_preview(c).await?)
+}
+
+/// Starts a bulk replay on behalf of `actor`; returns its audit row.
 pub async fn start(
     ctx: &Ctx,
     criteria: &ReplayCriteria,
     actor: &str,
     window: Duration,
-) -> Result<Replay, StoreError> {
+) -> Result<Replay> {
+    check(criteria, window)?;
     let now = ctx.clock.now();
     let retry_window = ctx.engine.settings().retry_window;
-    let (replay, per_account) = ctx
+    let (replay, per_account) = match ctx
         .store
         .start_replay(criteria, actor, window, retry_window, now)
-        .await?;
+        .await
+    {
+        Ok(started) => started,
+        Err(StoreError::NotFound) => {
+            return Err(Error::invalid(INVALID, "no account has that account_id"))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let spread = humantime::format_duration(window);
     for (account_id, n) in per_account {
         let subject = format!("We are redelivering {n} events, expect a spike");
@@ -59,4 +80,28 @@ pub async fn start(
         .increment(u64::try_from(replay.count).unwrap_or(0));
     ctx.engine.wake().await;
     Ok(replay)
+}
+
+/// A replay and where its deliveries are now.
+pub async fn status(ctx: &Ctx, id: &str) -> Result<(Replay, ReplayProgress)> {
+    let replay = ctx.store.replay(id).await.or_not_found("replay")?;
+    let progress = ctx.store.replay_progress(id).await?;
+    Ok((replay, progress))
+}
+
+/// Returns what the replay has not attempted yet to the dead-letter queue;
+/// returns how many.
+pub async fn cancel(ctx: &Ctx, id: &str, actor: &str) -> Result<u64> {
+    let reverted = ctx
+        .store
+        .cancel_replay(id, ctx.clock.now())
+        .await
+        .or_not_found("replay")?;
+    tracing::info!(replay = %id, reverted, actor, "bulk replay cancelled");
+    Ok(reverted)
+}
+
+/// The audit log, newest first: every resend and bulk replay.
+pub async fn audit_log(ctx: &Ctx) -> Result<Vec<Replay>> {
+    Ok(ctx.store.replays(None, 200).await?)
 }

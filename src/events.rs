@@ -1,0 +1,9 @@
+//! Events (SPEC §3): ingest, the one way an event enters the queue (the
+//! API, the dashboard's test event and the demo all use it), and the reads
+//! both faces show.
+
+mod ingest;
+mod read;
+
+pub use ingest::{ingest, Ingested};
+pub use read::{cursor, detail, list, parse_cursor, AttemptInfo, DeliveryInfo, EventInfo};
