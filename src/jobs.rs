@@ -1,7 +1,86 @@
 //! Maintenance: the periodic jobs of a worker node, each named for what it
-//! does.
+//! does, all started from `spawn` here.
+//!
+//! - `alerts`: writes the per-endpoint alerts into the outbox (every alert's
+//!   words are in `alerts/texts.rs`, whoever writes them).
+//! - `mailer`: sends the outbox by SMTP, when configured.
+//! - `retention`: deletes (and optionally archives) old finished history.
+//! - `vacuum`: vacuums `deliveries` on Postgres soon after heavy churn.
+//! - `lease_rescue`: returns deliveries whose lease ran out; the claim
+//!   loops call it before they claim, at most once a second.
 
 pub mod alerts;
+pub mod lease_rescue;
 pub mod mailer;
 pub mod retention;
 pub mod vacuum;
+
+use std::{future::Future, time::Duration};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{clock::SharedClock, store::Store};
+
+/// The jobs of a worker node and how each is set.
+pub struct Jobs {
+    pub retention: retention::RetentionSettings,
+    /// Without SMTP the outbox is only shown in the dashboard.
+    pub mail: Option<(mailer::Mailer, Duration)>,
+    pub alerts_every: Duration,
+    pub vacuum: crate::store::VacuumPolicy,
+}
+
+/// Starts every job this node runs; each stops at `shutdown`.
+pub fn spawn(
+    store: &Store,
+    clock: &SharedClock,
+    jobs: Jobs,
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let mut running = vec![alerts::spawn(
+        store.clone(),
+        clock.clone(),
+        jobs.alerts_every,
+        shutdown.clone(),
+    )];
+    running.extend(retention::spawn(
+        store.clone(),
+        clock.clone(),
+        jobs.retention,
+        shutdown.clone(),
+    ));
+    running.extend(vacuum::spawn(store.clone(), jobs.vacuum, shutdown.clone()));
+    if let Some((mailer, every)) = jobs.mail {
+        running.push(mailer::spawn(
+            mailer,
+            store.clone(),
+            clock.clone(),
+            every,
+            shutdown.clone(),
+        ));
+    }
+    running
+}
+
+/// Runs `pass` now and then every `every` until `shutdown`: the loop each
+/// job shares.
+pub(crate) fn every<F, Fut>(
+    every: Duration,
+    shutdown: CancellationToken,
+    mut pass: F,
+) -> JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        loop {
+            pass().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    })
+}

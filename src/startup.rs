@@ -24,8 +24,9 @@ use crate::{
     dashboard::{self, guard, login, protect, session},
     delivery::engine::Engine,
     demo,
+    jobs::{self, Jobs},
     sealing::{self, SecretsKey},
-    store::{Store, StoreError},
+    store::{Store, StoreError, VacuumPolicy},
 };
 
 pub struct Application {
@@ -136,39 +137,14 @@ impl Application {
         // Maintenance runs where the workers do: on worker nodes.
         let ctx = &self.ctx;
         let jobs = if self.run_workers {
-            vec![
-                Some(crate::jobs::retention::spawn(
-                    ctx.store.clone(),
-                    ctx.clock.clone(),
-                    ctx.config.retention.clone(),
-                    stop.clone(),
-                )),
-                Some(crate::jobs::alerts::spawn(
-                    ctx.store.clone(),
-                    ctx.clock.clone(),
-                    std::time::Duration::from_secs(60),
-                    stop.clone(),
-                )),
-                crate::jobs::vacuum::spawn(
-                    ctx.store.clone(),
-                    crate::store::VacuumPolicy::default(),
-                    stop.clone(),
-                ),
-                self.mailer.map(|mailer| {
-                    let every = ctx
-                        .config
-                        .mail
-                        .as_ref()
-                        .map_or(std::time::Duration::from_secs(10), |m| m.every);
-                    crate::jobs::mailer::spawn(
-                        mailer,
-                        ctx.store.clone(),
-                        ctx.clock.clone(),
-                        every,
-                        stop.clone(),
-                    )
-                }),
-            ]
+            let every_mail = ctx.config.mail.as_ref().map(|m| m.every);
+            let jobs = Jobs {
+                retention: ctx.config.retention.clone(),
+                mail: self.mailer.zip(every_mail),
+                alerts_every: Duration::from_secs(60),
+                vacuum: VacuumPolicy::default(),
+            };
+            jobs::spawn(&ctx.store, &ctx.clock, jobs, &stop)
         } else {
             Vec::new()
         };
@@ -190,7 +166,7 @@ impl Application {
         if let Some(workers) = workers {
             let _ = workers.await;
         }
-        for job in jobs.into_iter().flatten() {
+        for job in jobs {
             let _ = job.await;
         }
         served

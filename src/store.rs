@@ -194,6 +194,12 @@ impl Store {
         Ok(sessions)
     }
 
+    /// Whether the backend leaves dead row versions in tables and indexes
+    /// until a vacuum (Postgres); SQLite reuses their space at once.
+    pub fn keeps_dead_rows(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
     /// Vacuums `deliveries` if the policy says it is due (or finds a vacuum
     /// already at it), returning the dead rows Postgres counted beforehand;
     /// `None` when nothing was due, and always on SQLite, which keeps no

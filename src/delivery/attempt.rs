@@ -1,21 +1,23 @@
 //! One attempt of one claimed delivery: the checks before sending (its
 //! deadline, its endpoint's state and circuit, the rate limit), the signed
 //! request, and what the answer leaves behind: the attempt recorded with
-//! the delivery's next state, the log line and the metrics.
+//! the delivery's next state, the log line, the metrics, endpoint health.
 
 use std::time::Duration;
 
 use super::{
     classify::{classify, Verdict},
-    engine::Engine,
+    decision::{decide, Answer},
+    engine::LOG_TARGET,
+    error::DeliveryError,
     request::{self, Outgoing, Sent},
-    retry_after,
+    Engine,
 };
 use crate::{
     clock::Timestamp,
     store::{
         AttemptRecord, CircuitState, Completion, Delivery, Endpoint, EndpointState, Event,
-        StoreError, Transition,
+        Transition,
     },
 };
 
@@ -25,27 +27,28 @@ impl Engine {
         delivery: &Delivery,
         endpoint: &Endpoint,
         event: &Event,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
+        let store = &self.store;
         if now.millis() >= delivery.give_up_at {
-            self.store
+            store
                 .expire_claimed(delivery, "retry window passed before the next attempt", now)
                 .await?;
-            tracing::info!(delivery = %delivery.id, outcome = "expired", "delivery expired: retry window passed");
+            tracing::info!(target: LOG_TARGET, delivery = %delivery.id, outcome = "expired", "delivery expired: retry window passed");
             metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(1);
             return Ok(());
         }
         if endpoint.state != EndpointState::Active {
-            return self.store.release_claim(delivery, now).await;
+            return Ok(store.release_claim(delivery, now).await?);
         }
         if endpoint.circuit_state == CircuitState::Open
-            && !self.store.try_half_open(&endpoint.id, now).await?
+            && !store.try_half_open(&endpoint.id, now).await?
         {
             // Another worker holds the single half-open trial.
-            return self.store.release_claim(delivery, now).await;
+            return Ok(store.release_claim(delivery, now).await?);
         }
         if let Some(free_at) = self.over_rate_limit(endpoint, now).await? {
-            return self.store.postpone_claim(delivery, free_at, now).await;
+            return Ok(store.postpone_claim(delivery, free_at, now).await?);
         }
         let mut secrets = vec![endpoint.secret.as_str()];
         if let (Some(old), Some(until)) = (
@@ -71,9 +74,7 @@ impl Engine {
             secrets,
             now,
         };
-        let sent = request::send(&self.client, out, &self.settings)
-            .await
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let sent = request::send(&self.client, out, &self.settings).await?;
         self.record(delivery, endpoint, sent, now).await
     }
 
@@ -83,7 +84,7 @@ impl Engine {
         endpoint: &Endpoint,
         sent: Sent,
         started: Timestamp,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let verdict = if sent.blocked {
             Verdict::Blocked
@@ -94,15 +95,20 @@ impl Engine {
         } else {
             classify(sent.status)
         };
-        let failed_count = u32::try_from(delivery.attempts + 1).unwrap_or(u32::MAX);
-        let mut reason = sent.error.clone();
-        let transition = match verdict {
-            Verdict::Delivered => Transition::Delivered,
-            Verdict::Failed | Verdict::Gone | Verdict::Blocked => Transition::Failed,
-            Verdict::Retry | Verdict::RetryAmbiguous => {
-                self.retry_or_expire(delivery, &sent, failed_count, now, &mut reason)
-            }
+        let answer = Answer {
+            verdict,
+            status: sent.status,
+            retry_after: sent.retry_after.as_deref(),
         };
+        let decision = decide(
+            answer,
+            delivery.attempts,
+            Timestamp(delivery.give_up_at),
+            &self.settings,
+            now,
+            &mut rand::thread_rng(),
+        );
+        let transition = decision.transition;
         let record = AttemptRecord {
             attempt: delivery.attempt_seq + 1,
             started_at: started.millis(),
@@ -113,7 +119,7 @@ impl Engine {
                 serde_json::to_string(&sent.response_headers).unwrap_or_default(),
             ),
             response_body: sent.status.map(|_| sent.body.clone()),
-            error: reason,
+            error: decision.reason.or_else(|| sent.error.clone()),
             classification: verdict.as_str().to_string(),
         };
         let attempt = record.attempt;
@@ -133,7 +139,7 @@ impl Engine {
         let status = sent
             .status
             .map_or_else(|| "none".to_string(), |s| s.to_string());
-        tracing::info!(
+        tracing::info!(target: LOG_TARGET,
             delivery = %delivery.id,
             endpoint = %endpoint.id,
             host = %host,
@@ -150,51 +156,11 @@ impl Engine {
             Transition::Expired => Some("expired"),
         };
         if let Some(state) = final_state {
-            tracing::info!(delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
+            tracing::info!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
         }
         record_metrics(delivery, &sent, verdict, transition, started);
         self.update_endpoint_health(endpoint, verdict, transition, now)
             .await
-    }
-
-    fn retry_or_expire(
-        &self,
-        delivery: &Delivery,
-        sent: &Sent,
-        failed_count: u32,
-        now: Timestamp,
-        reason: &mut Option<String>,
-    ) -> Transition {
-        if failed_count >= self.settings.max_attempts {
-            *reason = Some(format!("gave up after {failed_count} attempts"));
-            return Transition::Expired;
-        }
-        let backoff = self
-            .settings
-            .backoff
-            .delay(failed_count, &mut rand::thread_rng());
-        let asked = match sent.status {
-            Some(429 | 503) => sent
-                .retry_after
-                .as_deref()
-                .and_then(|v| retry_after::parse(v, now)),
-            _ => None,
-        };
-        let delay = asked.map_or(backoff, |a| a.max(backoff));
-        let next = now.plus(delay);
-        if next.millis() >= delivery.give_up_at {
-            *reason = Some(match asked {
-                Some(a) if a >= backoff => format!(
-                    "the receiver asked to wait {}s (Retry-After), past the retry window",
-                    a.as_secs()
-                ),
-                _ => "the next attempt would fall past the retry window".to_string(),
-            });
-            return Transition::Expired;
-        }
-        Transition::Retry {
-            next_attempt_at: next,
-        }
     }
 
     /// Returns when the next start frees up if this one would exceed the
@@ -203,18 +169,19 @@ impl Engine {
         &self,
         endpoint: &Endpoint,
         now: Timestamp,
-    ) -> Result<Option<Timestamp>, StoreError> {
+    ) -> Result<Option<Timestamp>, DeliveryError> {
         let Some(limit) = endpoint.rate_limit_per_sec.filter(|l| *l > 0) else {
             return Ok(None);
         };
-        self.store
+        Ok(self
+            .store
             .take_rate_slot(
                 &format!("start:{}", endpoint.id),
                 Duration::from_secs(1),
                 limit,
                 now,
             )
-            .await
+            .await?)
     }
 }
 

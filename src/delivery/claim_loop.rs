@@ -2,20 +2,17 @@
 //! has left, starts their attempts, and lets the round settle on its own
 //! while it claims again; what a fault of ours interrupted goes back.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::{engine::Engine, settings::DeliverySettings};
-use crate::{
-    clock::Timestamp,
-    store::{Delivery, StoreError},
-};
+use super::{engine::LOG_TARGET, error::DeliveryError, settings::DeliverySettings, Engine};
+use crate::store::Delivery;
 
 /// A claimed batch: each delivery with its attempt (none when there is
 /// nothing to send, its endpoint deleted meanwhile).
-pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), StoreError>>>)>;
+pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), DeliveryError>>>)>;
 
 /// The most one claim loop takes at once, as semaphore permits.
 fn batch_permits(settings: &DeliverySettings) -> u32 {
@@ -30,9 +27,9 @@ pub(super) fn room_size(settings: &DeliverySettings) -> u32 {
 
 impl Engine {
     /// Claims up to `limit` due deliveries and starts their attempts.
-    pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, StoreError> {
+    pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, DeliveryError> {
         let now = self.clock.now();
-        self.rescue_now_and_then(now).await?;
+        self.rescuer.now_and_then(now).await?;
         let claimed = crate::metrics::timed(
             "dakghar_db_claim_seconds",
             self.store
@@ -45,7 +42,7 @@ impl Engine {
                 for delivery in &claimed {
                     let _ = self.store.release_claim(delivery, now).await;
                 }
-                return Err(e);
+                return Err(e.into());
             }
         };
         let mut handles = Vec::with_capacity(claimed.len());
@@ -88,8 +85,8 @@ impl Engine {
             self.running_set().remove(&delivery.id);
             let fault = match outcome {
                 Ok(Ok(())) => continue,
-                Ok(Err(StoreError::LostClaim(_))) => {
-                    tracing::warn!(delivery = %delivery.id, "claim lost mid-attempt (lease ran out); the result was not recorded");
+                Ok(Err(e)) if e.is_lost_claim() => {
+                    tracing::warn!(target: LOG_TARGET, delivery = %delivery.id, "claim lost mid-attempt (lease ran out); the result was not recorded");
                     continue;
                 }
                 Ok(Err(e)) => e.to_string(),
@@ -99,31 +96,11 @@ impl Engine {
                 Err(join) => join.to_string(),
             };
             // A fault of ours, not the receiver's: as if never claimed.
-            tracing::error!(delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
+            tracing::error!(target: LOG_TARGET, delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
             if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
-                tracing::error!(delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
+                tracing::error!(target: LOG_TARGET, delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
             }
         }
-    }
-
-    /// Expired leases are rare (a crashed node); looking once a second is
-    /// plenty and keeps a write off every claim.
-    async fn rescue_now_and_then(&self, now: Timestamp) -> Result<(), StoreError> {
-        {
-            let mut last = self.last_rescue.lock().unwrap_or_else(|e| e.into_inner());
-            if last.is_some_and(|at| at <= now && at.until(now) < Duration::from_secs(1)) {
-                return Ok(());
-            }
-            *last = Some(now);
-        }
-        let rescued = self.store.rescue_expired_leases(now).await?;
-        if rescued > 0 {
-            tracing::warn!(
-                rescued,
-                "returned deliveries with expired leases to pending"
-            );
-        }
-        Ok(())
     }
 
     /// A claim loop. It does not wait for its round to be recorded before
@@ -172,7 +149,9 @@ impl Engine {
                     }
                 }
                 Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "claiming failed; backing off"),
+                Err(e) => {
+                    tracing::error!(target: LOG_TARGET, error = %e, "claiming failed; backing off")
+                }
             }
             drop(permit);
             tokio::select! {

@@ -1,8 +1,8 @@
 //! The embedded workers (SPEC §4): the engine's parts, how it is woken
 //! (here, and on Postgres on every node), and how it starts and stops.
 //! Beside it: `claim_loop.rs` (claiming and settling rounds),
-//! `attempt.rs` (one attempt and what comes after it) and
-//! `endpoint_health.rs` (the circuit breaker and dead endpoints).
+//! `attempt.rs` (one attempt), `decision.rs` (what comes after it, pure)
+//! and `endpoint_health.rs` (the circuit breaker and dead endpoints).
 
 use std::{
     collections::HashMap,
@@ -19,11 +19,19 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{claim_loop::room_size, recorder::Recorder, request, settings::DeliverySettings};
-use crate::{
-    clock::{SharedClock, Timestamp},
-    store::{Backend, Delivery, Store, StoreError},
+use super::{
+    claim_loop::room_size, error::DeliveryError, recorder::Recorder, request,
+    settings::DeliverySettings,
 };
+use crate::{
+    clock::SharedClock,
+    jobs::lease_rescue::LeaseRescuer,
+    store::{Delivery, Store, StoreError},
+};
+
+/// The target of every log line the engine writes, whichever of its files
+/// writes it, so `RUST_LOG=dakghar::delivery::engine=…` covers it all.
+pub(super) const LOG_TARGET: &str = "dakghar::delivery::engine";
 
 /// Runs before each request; tests use it to plant worker faults.
 pub type FaultHook = Arc<dyn Fn(&Delivery) + Send + Sync>;
@@ -39,8 +47,7 @@ pub struct Engine {
     /// An announcement is queued and not yet sent: later events ride on it.
     announcing: Arc<AtomicBool>,
     pub(super) recorder: Recorder,
-    /// When this node last looked for expired leases.
-    pub(super) last_rescue: Mutex<Option<Timestamp>>,
+    pub(super) rescuer: LeaseRescuer,
     /// Claimed and not yet settled deliveries, one permit each.
     pub(super) room: Arc<Semaphore>,
     /// Attempts under way, so shutdown can hand back what misses the grace period.
@@ -66,7 +73,7 @@ impl Engine {
             client: request::client(&settings)?,
             room: Arc::new(Semaphore::new(room_size(&settings) as usize)),
             recorder: Recorder::start(store.clone()),
-            last_rescue: Mutex::new(None),
+            rescuer: LeaseRescuer::new(store.clone()),
             store,
             clock,
             settings,
@@ -92,8 +99,7 @@ impl Engine {
         // The producer does not wait for the NOTIFY round trip. While one is
         // queued, later events skip theirs: the queued one clears the flag
         // before it is sent, so it goes out after every event that skipped.
-        if self.store.backend() != Backend::Postgres || self.announcing.swap(true, Ordering::AcqRel)
-        {
+        if !self.store.has_other_nodes() || self.announcing.swap(true, Ordering::AcqRel) {
             return;
         }
         let (store, flag, origin) = (
@@ -115,7 +121,7 @@ impl Engine {
 
     /// One round: rescue expired leases, claim one batch, attempt all of it,
     /// and wait for the attempts. Returns how many deliveries were claimed.
-    pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
+    pub async fn tick(self: &Arc<Self>) -> Result<usize, DeliveryError> {
         let round = self.start_round(self.settings.batch_size).await?;
         let n = round.len();
         self.settle(round, None).await;

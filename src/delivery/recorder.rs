@@ -4,12 +4,13 @@
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::error::DeliveryError;
 use crate::store::{Completion, Delivery, Store, StoreError};
 
 /// The most results one transaction carries.
 const MAX_BATCH: usize = 256;
 
-type Reply = oneshot::Sender<Result<Delivery, StoreError>>;
+type Reply = oneshot::Sender<Result<Delivery, DeliveryError>>;
 
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -25,14 +26,14 @@ impl Recorder {
     }
 
     /// Records one attempt; returns once it is committed.
-    pub async fn complete(&self, completion: Completion) -> Result<Delivery, StoreError> {
+    pub async fn complete(&self, completion: Completion) -> Result<Delivery, DeliveryError> {
         let (reply, answer) = oneshot::channel();
         self.queue
             .send((completion, reply))
-            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?;
+            .map_err(|_| DeliveryError::RecorderStopped)?;
         crate::metrics::timed("dakghar_db_record_seconds", answer)
             .await
-            .map_err(|_| StoreError::Config("the attempt recorder has stopped".into()))?
+            .map_err(|_| DeliveryError::RecorderStopped)?
     }
 }
 
@@ -43,7 +44,7 @@ async fn write_batches(store: Store, mut rx: mpsc::UnboundedReceiver<(Completion
         match store.complete_attempts(&items).await {
             Ok(answers) => {
                 for (reply, answer) in replies.into_iter().zip(answers) {
-                    let _ = reply.send(answer);
+                    let _ = reply.send(answer.map_err(DeliveryError::from));
                 }
             }
             Err(e) => {
@@ -56,10 +57,9 @@ async fn write_batches(store: Store, mut rx: mpsc::UnboundedReceiver<(Completion
                     let answer = match store.complete_attempts(std::slice::from_ref(&item)).await {
                         Ok(mut one) => one
                             .pop()
-                            .unwrap_or_else(|| Err(StoreError::LostClaim(item.claimed.id.clone()))),
-                        Err(e) => Err(StoreError::Config(format!(
-                            "recording the attempt failed: {e}"
-                        ))),
+                            .unwrap_or_else(|| Err(StoreError::LostClaim(item.claimed.id.clone())))
+                            .map_err(DeliveryError::from),
+                        Err(e) => Err(DeliveryError::Record(e)),
                     };
                     let _ = reply.send(answer);
                 }

@@ -3,7 +3,12 @@
 //! summary of what expired once a wave of expirations is over. Each fires
 //! once: a conditional update decides which node writes it.
 
+pub mod texts;
+
 use std::time::Duration;
+
+use texts::Alert;
+use tokio_util::sync::CancellationToken;
 
 use crate::{
     clock::{SharedClock, Timestamp},
@@ -26,7 +31,8 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
             .await?
         {
             if store.raise_alert_level(&e.id, tier).await? {
-                failing_alert(store, &e, hours, now).await?;
+                let alert = texts::failing(&e.url, hours, e.failing_since);
+                write(store, &e, &alert, now).await?;
                 written += 1;
             }
         }
@@ -42,26 +48,8 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
             let Some(e) = gone_is_none(store.endpoint_by_id(&soon.endpoint_id).await)? else {
                 continue;
             };
-            let minutes = (soon.oldest_give_up_at - now.millis()).max(0) / 60_000;
-            let subject = format!("Deliveries to {} are about to expire", e.url);
-            let body = format!(
-                "The oldest of the {} deliveries waiting for {} gives up in about {minutes} minutes \
-                 ({}). Fix the receiver or resume the endpoint now, or resend them from the \
-                 dashboard after they expire.",
-                soon.waiting,
-                e.url,
-                Timestamp(soon.oldest_give_up_at).to_rfc3339()
-            );
-            store
-                .add_notification(
-                    &e.account_id,
-                    Some(&e.id),
-                    "expiry_warning",
-                    &subject,
-                    &body,
-                    now,
-                )
-                .await?;
+            let alert = texts::expiry_warning(&e.url, soon.waiting, soon.oldest_give_up_at, now);
+            write(store, &e, &alert, now).await?;
             written += 1;
         }
     }
@@ -78,32 +66,31 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
         }
         let last = store.last_expired(&e.id, after, 5).await?;
         let ids: Vec<&str> = last.iter().map(|(id, _)| id.as_str()).collect();
-        let status = last
-            .first()
-            .and_then(|(_, s)| *s)
-            .map_or_else(|| "no response".to_string(), |s| format!("HTTP {s}"));
-        let subject = format!("{} deliveries to {} expired", wave.expired, e.url);
-        let body = format!(
-            "{} deliveries to {} expired without being delivered. The last ones: {}. \
-             The last answer was {status}. They are in the dead-letter queue: resend them \
-             from the dashboard once the receiver works.",
-            wave.expired,
-            e.url,
-            ids.join(", ")
-        );
-        store
-            .add_notification(
-                &e.account_id,
-                Some(&e.id),
-                "expired_summary",
-                &subject,
-                &body,
-                now,
-            )
-            .await?;
+        let status = last.first().and_then(|(_, s)| *s);
+        let alert = texts::expired_summary(&e.url, wave.expired, &ids, status);
+        write(store, &e, &alert, now).await?;
         written += 1;
     }
     Ok(written)
+}
+
+async fn write(
+    store: &Store,
+    e: &Endpoint,
+    alert: &Alert,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    store
+        .add_notification(
+            &e.account_id,
+            Some(&e.id),
+            alert.kind,
+            &alert.subject,
+            &alert.body,
+            now,
+        )
+        .await?;
+    Ok(())
 }
 
 /// An endpoint deleted while the pass ran has nothing left to alert about.
@@ -115,42 +102,18 @@ fn gone_is_none(found: Result<Endpoint, StoreError>) -> Result<Option<Endpoint>,
     }
 }
 
-async fn failing_alert(
-    store: &Store,
-    e: &Endpoint,
-    hours: i64,
-    now: Timestamp,
-) -> Result<(), StoreError> {
-    let span = if hours >= 24 { "a day" } else { "an hour" };
-    let subject = format!("{} has been failing for {span}", e.url);
-    let body =
-        format!(
-        "Deliveries to {} have not succeeded since {}. We keep retrying with backoff until each \
-         delivery's retry window ends; the endpoint's page shows the last errors.",
-        e.url,
-        e.failing_since.map(|t| Timestamp(t).to_rfc3339()).unwrap_or_default()
-    );
-    store
-        .add_notification(&e.account_id, Some(&e.id), "failing", &subject, &body, now)
-        .await?;
-    Ok(())
-}
-
 /// Evaluates every `every` until `shutdown`.
 pub fn spawn(
     store: Store,
     clock: SharedClock,
     every: Duration,
-    shutdown: tokio_util::sync::CancellationToken,
+    shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
+    super::every(every, shutdown, move || {
+        let (store, clock) = (store.clone(), clock.clone());
+        async move {
             if let Err(e) = evaluate(&store, clock.now()).await {
                 tracing::error!(error = %e, "alert evaluation failed; will try again");
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
             }
         }
     })

@@ -111,7 +111,7 @@ impl Mailer {
     }
 }
 
-/// Sends the outbox every `settings.every` until `shutdown`.
+/// Sends the outbox every `every` until `shutdown`.
 pub fn spawn(
     mailer: Mailer,
     store: Store,
@@ -119,14 +119,12 @@ pub fn spawn(
     every: Duration,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
+    let mailer = std::sync::Arc::new(mailer);
+    super::every(every, shutdown, move || {
+        let (mailer, store, clock) = (mailer.clone(), store.clone(), clock.clone());
+        async move {
             if let Err(e) = mailer.send_due(&store, clock.now()).await {
                 tracing::error!(error = %e, "reading the outbox failed; will try again");
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(every) => {}
             }
         }
     })

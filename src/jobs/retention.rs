@@ -139,18 +139,19 @@ fn archive(dir: &Path, batch: &OldHistory, now: Timestamp) -> Result<u64, Retent
     Ok(lines)
 }
 
-/// Runs `run_once` every `settings.every` until `shutdown`.
+/// Runs `run_once` every `settings.every` until `shutdown`; nothing when
+/// everything is kept.
 pub fn spawn(
     store: Store,
     clock: SharedClock,
     settings: RetentionSettings,
     shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if settings.keep.is_none() {
-            return;
-        }
-        loop {
+) -> Option<tokio::task::JoinHandle<()>> {
+    settings.keep?;
+    let every = settings.every;
+    Some(super::every(every, shutdown, move || {
+        let (store, clock, settings) = (store.clone(), clock.clone(), settings.clone());
+        async move {
             match run_once(&store, &settings, clock.now()).await {
                 Ok(p) if p.deliveries + p.events > 0 => tracing::info!(
                     deliveries = p.deliveries,
@@ -161,10 +162,6 @@ pub fn spawn(
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "retention pass failed; will try again"),
             }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(settings.every) => {}
-            }
         }
-    })
+    }))
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::{
     context::Ctx,
     error::{Error, OrNotFound, Result},
+    jobs::alerts::texts,
     store::{Replay, ReplayCriteria, ReplayGroup, ReplayProgress, StoreError},
 };
 
@@ -61,17 +62,18 @@ pub async fn start(
         }
         Err(e) => return Err(e.into()),
     };
-    let spread = humantime::format_duration(window);
+    let spread = humantime::format_duration(window).to_string();
     for (account_id, n) in per_account {
-        let subject = format!("We are redelivering {n} events, expect a spike");
-        let body = format!(
-            "An administrator is redelivering {n} of your failed or expired deliveries, \
-             spread over {spread} and within each endpoint's rate limit. Expect more traffic \
-             than usual at your endpoints meanwhile; each delivery keeps its webhook-id, so \
-             receivers that drop duplicates are safe."
-        );
+        let alert = texts::redelivering(n, &spread);
         ctx.store
-            .add_notification(&account_id, None, "replay", &subject, &body, now)
+            .add_notification(
+                &account_id,
+                None,
+                alert.kind,
+                &alert.subject,
+                &alert.body,
+                now,
+            )
             .await?;
     }
     tracing::info!(replay = %replay.id, count = replay.count, actor, "bulk replay started");

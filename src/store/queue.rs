@@ -174,6 +174,13 @@ impl Store {
         claim_held(done, claimed)
     }
 
+    /// Whether workers of other processes share this queue, so that work
+    /// must be announced to them (Postgres); on SQLite every worker lives
+    /// in this process.
+    pub fn has_other_nodes(&self) -> bool {
+        matches!(self.pool, Pool::Postgres(_))
+    }
+
     /// Tells the workers of every node that work is due now. Within one
     /// process the engine wakes its own workers; Postgres carries it further.
     pub async fn announce_work(&self) -> Result<()> {

@@ -1,0 +1,90 @@
+//! Every alert's words, in one place: what the customer reads in the
+//! dashboard's notifications and in the email. Per endpoint, never per
+//! event (SPEC §6).
+
+use crate::clock::Timestamp;
+
+/// One alert: its kind (for filtering) and the email it becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alert {
+    pub kind: &'static str,
+    pub subject: String,
+    pub body: String,
+}
+
+/// No success for an hour, or a day, since `failing_since`.
+pub fn failing(url: &str, hours: i64, failing_since: Option<i64>) -> Alert {
+    let span = if hours >= 24 { "a day" } else { "an hour" };
+    Alert {
+        kind: "failing",
+        subject: format!("{url} has been failing for {span}"),
+        body: format!(
+            "Deliveries to {url} have not succeeded since {}. We keep retrying with backoff until each \
+             delivery's retry window ends; the endpoint's page shows the last errors.",
+            failing_since.map(|t| Timestamp(t).to_rfc3339()).unwrap_or_default()
+        ),
+    }
+}
+
+/// The oldest of `waiting` deliveries gives up at `oldest_give_up_at`.
+pub fn expiry_warning(url: &str, waiting: i64, oldest_give_up_at: i64, now: Timestamp) -> Alert {
+    let minutes = (oldest_give_up_at - now.millis()).max(0) / 60_000;
+    Alert {
+        kind: "expiry_warning",
+        subject: format!("Deliveries to {url} are about to expire"),
+        body: format!(
+            "The oldest of the {waiting} deliveries waiting for {url} gives up in about {minutes} minutes \
+             ({}). Fix the receiver or resume the endpoint now, or resend them from the \
+             dashboard after they expire.",
+            Timestamp(oldest_give_up_at).to_rfc3339()
+        ),
+    }
+}
+
+/// A wave of `expired` expirations is over; `last_ids` are the latest,
+/// `last_status` the last answer.
+pub fn expired_summary(
+    url: &str,
+    expired: i64,
+    last_ids: &[&str],
+    last_status: Option<i64>,
+) -> Alert {
+    let status = last_status.map_or_else(|| "no response".to_string(), |s| format!("HTTP {s}"));
+    Alert {
+        kind: "expired_summary",
+        subject: format!("{expired} deliveries to {url} expired"),
+        body: format!(
+            "{expired} deliveries to {url} expired without being delivered. The last ones: {}. \
+             The last answer was {status}. They are in the dead-letter queue: resend them \
+             from the dashboard once the receiver works.",
+            last_ids.join(", ")
+        ),
+    }
+}
+
+/// The engine paused the endpoint as dead, because `reason`.
+pub fn endpoint_paused(url: &str, reason: &str) -> Alert {
+    Alert {
+        kind: "endpoint_paused",
+        subject: format!("Endpoint paused: {url}"),
+        body: format!(
+            "We paused deliveries to {url} because {reason}. New events keep queueing; \
+             resume the endpoint once the receiver is fixed and the queue drains."
+        ),
+    }
+}
+
+/// An admin's bulk replay resets `count` of the account's deliveries,
+/// spread over `spread` (in words, such as "5m").
+pub fn redelivering(count: i64, spread: &str) -> Alert {
+    Alert {
+        kind: "replay",
+        subject: format!("We are redelivering {count} events, expect a spike"),
+        body: format!(
+            "An administrator is redelivering {count} of your failed or expired deliveries, \
+             spread over {spread} and within each endpoint's rate limit. Expect more traffic \
+             than usual at your endpoints meanwhile; each delivery keeps its webhook-id, so \
+             receivers that drop duplicates are safe."
+        ),
+    }
+}
