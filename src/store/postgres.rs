@@ -11,7 +11,7 @@ use super::{
     parse_options,
     queue::{healthy_endpoints, Completion, Outcome},
     redact_url,
-    sql::{CLAIM_SLOTS, ENDPOINT_SUCCEEDED},
+    sql::{CLAIM_SLOTS, ENDPOINT_SUCCEEDED, UNCLAIMED},
     Delivery, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -151,18 +151,21 @@ pub(super) async fn complete_attempts(
     pool: &PgPool,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
-    let update = "UPDATE deliveries d SET state = i.state, attempts = d.attempts + i.counted, \
-                    attempt_seq = i.seq, next_attempt_at = i.next_at, claimed_at = NULL, \
-                    lease_until = NULL, claim_token = NULL, last_status = i.status, \
-                    last_response = i.body, last_error = i.error, finished_at = i.finished_at, \
-                    updated_at = i.now \
-                  FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+    static UPDATE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE deliveries d SET state = i.state, attempts = d.attempts + i.counted, \
+               attempt_seq = i.seq, next_attempt_at = i.next_at, {UNCLAIMED}, \
+               last_status = i.status, last_response = i.body, last_error = i.error, \
+               finished_at = i.finished_at, updated_at = i.now \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
                               $6::int8[], $7::int8[], $8::bytea[], $9::text[], $10::int8[], \
                               $11::int8[]) \
                     AS i(id, token, state, counted, seq, next_at, status, body, error, \
                          finished_at, now) \
-                  WHERE d.id = i.id AND d.state = 'in_flight' AND d.claim_token = i.token \
-                  RETURNING d.*";
+             WHERE d.id = i.id AND d.state = 'in_flight' AND d.claim_token = i.token \
+             RETURNING d.*"
+        )
+    });
     let insert = "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
                     request_headers, response_status, response_headers, response_body, error, \
                     classification, endpoint_id) \
@@ -171,7 +174,7 @@ pub(super) async fn complete_attempts(
                     $11::text[])";
     let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
     let mut tx = pool.begin().await?;
-    let updated = sqlx::query_as::<_, Delivery>(update)
+    let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
         .bind(column(&rows, |(_, o)| o.state.as_str()))

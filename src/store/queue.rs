@@ -4,11 +4,12 @@
 //! postponed, expired, rescued after a lost lease), plus the "work is due"
 //! announcements between nodes.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::LazyLock};
 
 use super::{
-    postgres, sql::placeholders, sqlite, Delivery, DeliveryState, Endpoint, Event, Pool, Result,
-    Store, StoreError,
+    postgres,
+    sql::{placeholders, UNCLAIMED},
+    sqlite, Delivery, DeliveryState, Endpoint, Event, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -160,18 +161,7 @@ impl Store {
     /// Puts a claimed delivery back as it was before the claim: no attempt
     /// counted, schedule unchanged. For faults of the worker, not the receiver.
     pub async fn release_claim(&self, claimed: &Delivery, now: Timestamp) -> Result<()> {
-        let sql =
-            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
-                   updated_at = $1, claim_token = NULL \
-                   WHERE id = $2 AND state = 'in_flight' AND claim_token = $3";
-        let done = on_writer!(self, |p| sqlx::query(sql)
-            .bind(now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        claim_held(done, claimed)
+        self.hand_back(claimed, HandBack::Release, now).await
     }
 
     /// Whether workers of other processes share this queue, so that work
@@ -214,9 +204,11 @@ impl Store {
     /// Returns `in_flight` rows whose lease has run out (a crashed or stuck
     /// worker) to `pending`, without counting an attempt. Returns how many.
     pub async fn rescue_expired_leases(&self, now: Timestamp) -> Result<u64> {
-        let sql = "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
-                   claim_token = NULL, updated_at = $1 WHERE state = 'in_flight' AND lease_until <= $1";
-        let done = on_writer!(self, |p| sqlx::query(sql)
+        let sql = format!(
+            "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = $1 \
+             WHERE state = 'in_flight' AND lease_until <= $1"
+        );
+        let done = on_writer!(self, |p| sqlx::query(&sql)
             .bind(now.millis())
             .execute(p)
             .await
@@ -232,19 +224,7 @@ impl Store {
         reason: &str,
         now: Timestamp,
     ) -> Result<()> {
-        let sql =
-            "UPDATE deliveries SET state = 'expired', claimed_at = NULL, lease_until = NULL, \
-                   claim_token = NULL, last_error = $1, finished_at = $2, updated_at = $2 \
-                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_writer!(self, |p| sqlx::query(sql)
-            .bind(reason)
-            .bind(now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        claim_held(n, claimed)
+        self.hand_back(claimed, HandBack::Expire(reason), now).await
     }
 
     /// Hands a claimed delivery back for later without counting an attempt
@@ -255,12 +235,36 @@ impl Store {
         until: Timestamp,
         now: Timestamp,
     ) -> Result<()> {
-        let sql =
-            "UPDATE deliveries SET state = 'pending', claimed_at = NULL, lease_until = NULL, \
-                   claim_token = NULL, next_attempt_at = $1, updated_at = $2 \
-                   WHERE id = $3 AND state = 'in_flight' AND claim_token = $4";
-        let n = on_writer!(self, |p| sqlx::query(sql)
-            .bind(until.millis())
+        self.hand_back(claimed, HandBack::Postpone(until), now)
+            .await
+    }
+
+    /// Every exit of a claim without an attempt, in one statement guarded by
+    /// the claim token.
+    async fn hand_back(&self, claimed: &Delivery, to: HandBack<'_>, now: Timestamp) -> Result<()> {
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            format!(
+                "UPDATE deliveries SET state = $1, next_attempt_at = COALESCE($2, next_attempt_at), \
+                   last_error = COALESCE($3, last_error), finished_at = COALESCE($4, finished_at), \
+                   {UNCLAIMED}, updated_at = $5 \
+                 WHERE id = $6 AND state = 'in_flight' AND claim_token = $7"
+            )
+        });
+        let (state, next_at, error, finished_at) = match to {
+            HandBack::Release => (DeliveryState::Pending, None, None, None),
+            HandBack::Postpone(until) => (DeliveryState::Pending, Some(until.millis()), None, None),
+            HandBack::Expire(reason) => (
+                DeliveryState::Expired,
+                None,
+                Some(reason),
+                Some(now.millis()),
+            ),
+        };
+        let n = on_writer!(self, |p| sqlx::query(&SQL)
+            .bind(state.as_str())
+            .bind(next_at)
+            .bind(error)
+            .bind(finished_at)
             .bind(now.millis())
             .bind(&claimed.id)
             .bind(&claimed.claim_token)
@@ -312,6 +316,16 @@ impl Store {
                 .collect(),
         })
     }
+}
+
+/// Where a claim goes when it ends without an attempt.
+enum HandBack<'a> {
+    /// As before the claim: schedule unchanged (a fault of ours).
+    Release,
+    /// Pending again, due at this time.
+    Postpone(Timestamp),
+    /// Dead-lettered, for this reason.
+    Expire(&'a str),
 }
 
 /// An update guarded by the claim token touched no row: the claim was lost

@@ -43,3 +43,6 @@ pub(super) const ENDPOINT_SUCCEEDED: &str =
      last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
      circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
      updated_at = $1 WHERE id = $2";
+
+/// What every exit of a claim clears: the claim is no one's any more.
+pub(super) const UNCLAIMED: &str = "claimed_at = NULL, lease_until = NULL, claim_token = NULL";

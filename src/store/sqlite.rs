@@ -1,6 +1,6 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer at a time.
 
-use std::{path::Path, time::Duration};
+use std::{path::Path, sync::LazyLock, time::Duration};
 
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -10,7 +10,7 @@ use sqlx::{
 use super::{
     parse_options,
     queue::{healthy_endpoints, Completion, Outcome},
-    sql::{placeholders, ANY_OPEN_SLOT, ENDPOINT_SUCCEEDED, OPEN_SLOTS},
+    sql::{placeholders, ANY_OPEN_SLOT, ENDPOINT_SUCCEEDED, OPEN_SLOTS, UNCLAIMED},
     Delivery, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -137,11 +137,14 @@ pub(super) async fn complete_attempts(
                               request_headers, response_status, response_headers, response_body, \
                               error, classification, endpoint_id) \
                               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
-    let update = "UPDATE deliveries SET state = $1, attempts = attempts + $2, \
-                      attempt_seq = $3, next_attempt_at = $4, claimed_at = NULL, lease_until = NULL, claim_token = NULL, \
-                      last_status = $5, last_response = $6, last_error = $7, finished_at = $8, \
-                      updated_at = $9 \
-                      WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *";
+    static UPDATE: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "UPDATE deliveries SET state = $1, attempts = attempts + $2, attempt_seq = $3, \
+               next_attempt_at = $4, {UNCLAIMED}, last_status = $5, last_response = $6, \
+               last_error = $7, finished_at = $8, updated_at = $9 \
+             WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *"
+        )
+    });
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
     let mut tx = writer.begin().await?;
     let mut answers = Vec::with_capacity(batch.len());
@@ -153,7 +156,7 @@ pub(super) async fn complete_attempts(
             next_at,
             finished_at,
         } = c.outcome();
-        let updated = sqlx::query_as::<_, Delivery>(update)
+        let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
             .bind(state.as_str())
             .bind(counted)
             .bind(record.attempt)
