@@ -3,29 +3,23 @@
 
 use std::{
     io::{BufRead, IsTerminal},
-    net::SocketAddr,
-    path::PathBuf,
     process::ExitCode,
     sync::Arc,
-    time::Duration,
 };
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 use crate::{
     accounts,
     clock::{SharedClock, SystemClock},
-    config::ServeConfig,
-    delivery::{
-        backoff::{Backoff, Jitter},
-        settings::DeliverySettings,
-        target_policy::TargetPolicy,
-    },
     error::Error,
-    jobs::{mailer::MailSettings, retention::RetentionSettings},
     startup,
     store::{Account, Role, Store},
 };
+
+mod serve_args;
+
+use serve_args::{secrets_key, serve_config, ServeArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "dakghar", version, about = "Webhook delivery in one binary")]
@@ -62,125 +56,6 @@ enum Command {
     /// Manage producer API keys.
     #[command(subcommand, name = "api-key")]
     ApiKey(ApiKeyCmd),
-}
-
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "DAKGHAR_LISTEN", default_value = "127.0.0.1:3000")]
-    listen: SocketAddr,
-    /// Folder holding the built stylesheet, JS and wasm (cargo-leptos's site root).
-    #[arg(long, env = "DAKGHAR_SITE_ROOT", default_value = "target/site")]
-    site_root: PathBuf,
-    /// Mark the session cookie Secure: set when users reach Dakghar over https.
-    #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
-    secure_cookies: bool,
-    /// What this node does: `all`, `api` (dashboard and API, no workers) or
-    /// `worker` (delivery, alerts and retention; only /healthz and /metrics).
-    #[arg(long, env = "DAKGHAR_ROLE", value_enum, default_value = "all")]
-    role: NodeRole,
-    /// Resends allowed per endpoint per minute (API and dashboard together).
-    #[arg(long, env = "DAKGHAR_RESENDS_PER_MINUTE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
-    resends_per_minute: i64,
-    /// Delete finished deliveries, their attempts and left-over events older
-    /// than this (`90d`), or `off` to keep everything.
-    #[arg(long, env = "DAKGHAR_RETENTION", default_value = "90d", value_parser = parse_retention)]
-    retention: Retention,
-    /// Write what retention deletes to JSON Lines files here first.
-    #[arg(long, env = "DAKGHAR_ARCHIVE_DIR")]
-    archive_dir: Option<PathBuf>,
-    /// Send alert emails through this SMTP server (`smtp://host:25`,
-    /// `smtps://user:password@host:465`); without it they stay in the outbox.
-    #[arg(long, env = "DAKGHAR_SMTP_URL", hide_env_values = true)]
-    smtp_url: Option<String>,
-    /// The From address of alert emails.
-    #[arg(
-        long,
-        env = "DAKGHAR_SMTP_FROM",
-        default_value = "Dakghar <dakghar@localhost>"
-    )]
-    smtp_from: String,
-    /// The key that seals endpoint signing secrets in the database: 32 bytes
-    /// in base64 (`openssl rand -base64 32`). Every node needs the same one.
-    #[arg(long, env = "DAKGHAR_SECRETS_KEY", hide_env_values = true)]
-    secrets_key: Option<String>,
-    /// Without --secrets-key: read the key from this file, creating it (mode
-    /// 0600, a fresh key) on first start. Keep a copy: sealed secrets are
-    /// lost without it. Default: secrets.key beside the SQLite file, or
-    /// data/secrets.key on Postgres.
-    #[arg(long, env = "DAKGHAR_SECRETS_KEY_FILE")]
-    secrets_key_file: Option<PathBuf>,
-    /// Sign dashboard users out after this long without a request.
-    #[arg(long, env = "DAKGHAR_SESSION_IDLE_TIMEOUT", default_value = "12h", value_parser = humantime::parse_duration)]
-    session_idle_timeout: Duration,
-    /// Sign dashboard users out this long after they signed in.
-    #[arg(long, env = "DAKGHAR_SESSION_MAX_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
-    session_max_age: Duration,
-    #[command(flatten)]
-    delivery: DeliveryArgs,
-}
-
-/// Delivery settings (SPEC §9); durations in humantime form (`90s`, `1h`).
-#[derive(Debug, Args)]
-struct DeliveryArgs {
-    /// Backoff after the first failure; doubles per attempt.
-    #[arg(long, env = "DAKGHAR_RETRY_BASE_DELAY", default_value = "1m", value_parser = humantime::parse_duration)]
-    retry_base_delay: Duration,
-    /// The longest wait between two attempts.
-    #[arg(long, env = "DAKGHAR_RETRY_MAX_DELAY", default_value = "1h", value_parser = humantime::parse_duration)]
-    retry_max_delay: Duration,
-    /// How long after ingest a delivery is still attempted.
-    #[arg(long, env = "DAKGHAR_RETRY_WINDOW", default_value = "72h", value_parser = humantime::parse_duration)]
-    retry_window: Duration,
-    /// Attempts before a delivery expires.
-    #[arg(long, env = "DAKGHAR_MAX_ATTEMPTS", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    max_attempts: u32,
-    #[arg(long, env = "DAKGHAR_JITTER", value_enum, default_value = "equal")]
-    jitter: Jitter,
-    #[arg(long, env = "DAKGHAR_REQUEST_TIMEOUT", default_value = "15s", value_parser = humantime::parse_duration)]
-    request_timeout: Duration,
-    #[arg(long, env = "DAKGHAR_CONNECT_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
-    connect_timeout: Duration,
-    /// How long a worker holds a claimed delivery before the rescuer may take it back.
-    #[arg(long, env = "DAKGHAR_LEASE", default_value = "5m", value_parser = humantime::parse_duration)]
-    lease: Duration,
-    /// Let endpoints reach loopback, private, link-local and metadata
-    /// addresses. For local testing only.
-    #[arg(long, env = "DAKGHAR_ALLOW_PRIVATE_TARGETS")]
-    allow_private_targets: bool,
-    /// Internal networks endpoints may reach anyway, comma-separated CIDRs
-    /// (`127.0.0.1/32,10.20.0.0/16`).
-    #[arg(long, env = "DAKGHAR_ALLOW_SUBNETS", value_delimiter = ',', value_parser = parse_subnet)]
-    allow_subnets: Vec<ipnet::IpNet>,
-    /// Concurrent claim loops in this process.
-    #[arg(long, env = "DAKGHAR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
-    workers: u16,
-}
-
-impl DeliveryArgs {
-    fn settings(&self) -> DeliverySettings {
-        DeliverySettings {
-            backoff: Backoff {
-                base: self.retry_base_delay,
-                cap: self.retry_max_delay.max(self.retry_base_delay),
-                jitter: self.jitter,
-            },
-            retry_window: self.retry_window,
-            max_attempts: self.max_attempts,
-            request_timeout: self.request_timeout,
-            connect_timeout: self.connect_timeout,
-            // A lease shorter than a request would let the rescuer steal live work.
-            lease: self
-                .lease
-                .max(self.request_timeout + Duration::from_secs(5)),
-            workers: usize::from(self.workers),
-            targets: TargetPolicy {
-                allow_private: self.allow_private_targets,
-                allowed: self.allow_subnets.clone(),
-            },
-            ..DeliverySettings::default()
-        }
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -246,29 +121,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum NodeRole {
-    All,
-    Api,
-    Worker,
-}
-
-/// A retention period, or none.
-#[derive(Debug, Clone, Copy)]
-struct Retention(Option<Duration>);
-
-fn parse_retention(raw: &str) -> Result<Retention, String> {
-    if raw.eq_ignore_ascii_case("off") {
-        return Ok(Retention(None));
-    }
-    let keep = humantime::parse_duration(raw)
-        .map_err(|e| format!("{e}; use a duration such as 90d, or off"))?;
-    if keep < Duration::from_secs(3600) {
-        return Err("retention must be at least 1h (or off)".into());
-    }
-    Ok(Retention(Some(keep)))
-}
-
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
@@ -332,53 +184,6 @@ async fn run(cli: Cli) -> CliResult {
             println!("{}", key.key);
             Ok(())
         }
-    }
-}
-
-fn parse_subnet(raw: &str) -> Result<ipnet::IpNet, String> {
-    let raw = raw.trim();
-    raw.parse::<ipnet::IpNet>()
-        .or_else(|_| raw.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("{raw:?} is not a subnet like 127.0.0.1/32 or fd00::/8"))
-}
-
-async fn secrets_key(
-    store: Store,
-    args: &ServeArgs,
-    database_url: Option<&str>,
-) -> Result<Store, Box<dyn std::error::Error>> {
-    startup::with_secrets_key(
-        store,
-        args.secrets_key.as_deref(),
-        args.secrets_key_file.clone(),
-        database_url,
-    )
-    .await
-}
-
-fn serve_config(args: ServeArgs) -> ServeConfig {
-    ServeConfig {
-        listen: args.listen,
-        site_root: args.site_root,
-        secure_cookies: args.secure_cookies,
-        delivery: args.delivery.settings(),
-        run_workers: args.role != NodeRole::Api,
-        serve_api: args.role != NodeRole::Worker,
-        resends_per_minute: args.resends_per_minute,
-        retention: RetentionSettings {
-            keep: args.retention.0,
-            archive_dir: args.archive_dir,
-            ..RetentionSettings::default()
-        },
-        mail: args.smtp_url.map(|smtp_url| MailSettings {
-            smtp_url,
-            from: args.smtp_from,
-            every: Duration::from_secs(10),
-        }),
-        sessions: crate::config::SessionSettings {
-            idle: args.session_idle_timeout,
-            max_age: args.session_max_age,
-        },
     }
 }
 
