@@ -9,40 +9,47 @@ pub mod events;
 mod ingest_body;
 pub mod openapi;
 
-use axum::{
-    routing::{get, post},
-    Router,
-};
+use std::sync::LazyLock;
+
+use axum::{routing::get, Router};
+use utoipa::OpenApi;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::context::AppState;
 
+/// Every route of the REST API, declared once: each is mounted from its
+/// handler's `#[utoipa::path]`, which also documents it.
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(endpoints::create, endpoints::list))
+        .routes(routes!(
+            endpoints::get_one,
+            endpoints::patch,
+            endpoints::delete
+        ))
+        .routes(routes!(endpoints::pause))
+        .routes(routes!(endpoints::resume))
+        .routes(routes!(endpoints::health))
+        .routes(routes!(endpoints::rotate_secret))
+        .routes(routes!(events::ingest, events::list))
+        .routes(routes!(events::get_one))
+        .routes(routes!(events::resend))
+        .routes(routes!(admin::create, admin::list))
+        .routes(routes!(admin::get_one))
+        .routes(routes!(admin::cancel))
+}
+
+/// The OpenAPI document of exactly the routes `router` mounts.
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> =
+        LazyLock::new(|| routes().split_for_parts().1);
+    &DOCUMENT
+}
+
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route(
-            "/api/v1/endpoints",
-            post(endpoints::create).get(endpoints::list),
-        )
-        .route(
-            "/api/v1/endpoints/{id}",
-            get(endpoints::get_one)
-                .patch(endpoints::patch)
-                .delete(endpoints::delete),
-        )
-        .route("/api/v1/endpoints/{id}/pause", post(endpoints::pause))
-        .route("/api/v1/endpoints/{id}/resume", post(endpoints::resume))
-        .route("/api/v1/endpoints/{id}/health", get(endpoints::health))
-        .route(
-            "/api/v1/endpoints/{id}/rotate-secret",
-            post(endpoints::rotate_secret),
-        )
-        .route("/api/v1/events", post(events::ingest).get(events::list))
-        .route("/api/v1/events/{id}", get(events::get_one))
-        .route("/api/v1/deliveries/{id}/resend", post(events::resend))
-        .route(
-            "/api/v1/admin/replays",
-            post(admin::create).get(admin::list),
-        )
-        .route("/api/v1/admin/replays/{id}", get(admin::get_one))
-        .route("/api/v1/admin/replays/{id}/cancel", post(admin::cancel))
-        .route("/api/openapi.json", get(openapi::document))
+    let (router, _) = routes().split_for_parts();
+    router.route(
+        "/api/openapi.json",
+        get(|| async { axum::Json(document().clone()) }),
+    )
 }

@@ -1,12 +1,13 @@
-//! The REST API as an OpenAPI 3.1 document, generated from the handlers'
-//! annotations and the request and response types themselves.
+//! The REST API as an OpenAPI 3.1 document: what is said of the API as a
+//! whole here, the operations from the handlers' annotations as `api.rs`
+//! mounts them, the schemas from the request and response types.
 
 use utoipa::{
     openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme},
     Modify, OpenApi,
 };
 
-use super::{admin, endpoints, error, events};
+use super::error;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -14,13 +15,6 @@ use super::{admin, endpoints, error, events};
         title = "Dakghar",
         description = "Webhook delivery: send events, manage endpoints, inspect and resend deliveries. \
                        Authenticate with `Authorization: Bearer <api key>`."
-    ),
-    paths(
-        events::ingest, events::list, events::get_one, events::resend,
-        endpoints::create, endpoints::list, endpoints::get_one, endpoints::patch,
-        endpoints::delete, endpoints::pause, endpoints::resume, endpoints::rotate_secret,
-        endpoints::health,
-        admin::create, admin::list, admin::get_one, admin::cancel,
     ),
     components(schemas(error::ErrorOut)),
     modifiers(&BearerKey),
@@ -53,7 +47,7 @@ impl Modify for BearerKey {
 
 /// (method, path, summary) of every operation, for the docs page.
 pub fn operations() -> Vec<(String, String, String)> {
-    let doc = ApiDoc::openapi();
+    let doc = super::document();
     let mut out = Vec::new();
     for (path, item) in &doc.paths.paths {
         let ops = [
@@ -75,8 +69,4 @@ pub fn operations() -> Vec<(String, String, String)> {
         }
     }
     out
-}
-
-pub async fn document() -> axum::Json<utoipa::openapi::OpenApi> {
-    axum::Json(ApiDoc::openapi())
 }
