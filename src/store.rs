@@ -65,6 +65,7 @@ macro_rules! on_writer {
 mod accounts;
 mod admin;
 mod alerts;
+mod completion;
 mod endpoints;
 mod error;
 mod events;
@@ -84,13 +85,14 @@ pub mod sqlite;
 
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use alerts::{ExpiredSince, ExpiringSoon};
+pub use completion::{AttemptRecord, Completion, Transition};
 pub use endpoints::{EndpointPatch, NewEndpoint};
 pub use error::{Result, StoreError};
 pub use events::{EventFilter, EventPage, InsertedEvent, NewEvent};
 pub use health::{Health, LastAttempt, WindowStats};
 pub use models::*;
 pub use postgres::VacuumPolicy;
-pub use queue::{AttemptRecord, BatchInputs, Completion, Transition};
+pub use queue::BatchInputs;
 pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress};
 pub use retention::OldHistory;
 pub use sessions::Sessions;

@@ -1,29 +1,24 @@
-//! The claim loops: each claims due deliveries within the room the node
-//! has left, starts their attempts, and lets the round settle on its own
-//! while it claims again; what a fault of ours interrupted goes back.
+//! The claim loops and their life: started with the node, each claims due
+//! deliveries within the room the node has left, starts their attempts,
+//! and lets the round settle on its own while it claims again; what a
+//! fault of ours interrupted goes back, and at shutdown what outlasts the
+//! grace period. `tick` is one round by hand, for tests.
 
 use std::sync::Arc;
 
 use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use super::{engine::LOG_TARGET, error::DeliveryError, settings::DeliverySettings, Engine};
-use crate::store::Delivery;
+use super::{
+    engine::{batch_permits, LOG_TARGET},
+    error::DeliveryError,
+    Engine,
+};
+use crate::store::{Delivery, StoreError};
 
 /// A claimed batch: each delivery with its attempt (none when there is
 /// nothing to send, its endpoint deleted meanwhile).
 pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), DeliveryError>>>)>;
-
-/// The most one claim loop takes at once, as semaphore permits.
-fn batch_permits(settings: &DeliverySettings) -> u32 {
-    u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX)
-}
-
-/// How many deliveries a node holds claimed at once, across its loops.
-pub(super) fn room_size(settings: &DeliverySettings) -> u32 {
-    batch_permits(settings)
-        .saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
-}
 
 impl Engine {
     /// Claims up to `limit` due deliveries and starts their attempts.
@@ -162,7 +157,59 @@ impl Engine {
         }
     }
 
-    pub(super) fn room_size(&self) -> u32 {
-        room_size(&self.settings)
+    /// One round: rescue expired leases, claim one batch, attempt all of it,
+    /// and wait for the attempts. Returns how many deliveries were claimed.
+    pub async fn tick(self: &Arc<Self>) -> Result<usize, DeliveryError> {
+        let round = self.start_round(self.settings.batch_size).await?;
+        let n = round.len();
+        self.settle(round, None).await;
+        Ok(n)
+    }
+
+    /// Runs `workers` loops until `shutdown` fires; then they stop claiming,
+    /// in-flight attempts get the grace period to finish, and whatever is
+    /// still running after it goes back to `pending` uncounted.
+    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        let engine = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut loops = tokio::task::JoinSet::new();
+            for _ in 0..engine.settings.workers.max(1) {
+                let engine = Arc::clone(&engine);
+                let shutdown = shutdown.clone();
+                loops.spawn(async move { engine.work(shutdown).await });
+            }
+            let listening = tokio::spawn(Arc::clone(&engine).listen(shutdown.clone()));
+            shutdown.cancelled().await;
+            let grace = engine.settings.shutdown_grace;
+            let drained = tokio::time::timeout(grace, async {
+                while loops.join_next().await.is_some() {}
+                // The whole room back: every attempt recorded or handed back.
+                let _ = engine.room.acquire_many(engine.room_size()).await;
+            })
+            .await
+            .is_ok();
+            if !drained {
+                loops.abort_all();
+                engine.hand_back_running().await;
+            }
+            let _ = listening.await;
+        })
+    }
+
+    async fn hand_back_running(&self) {
+        let running: Vec<_> = self.running_set().drain().map(|(_, v)| v).collect();
+        for (delivery, abort) in &running {
+            abort.abort();
+            tracing::warn!(delivery = %delivery.id, "grace period over; attempt abandoned");
+        }
+        let now = self.clock.now();
+        for (delivery, _) in running {
+            match self.store.release_claim(&delivery, now).await {
+                Ok(()) | Err(StoreError::LostClaim(_)) => {}
+                Err(e) => {
+                    tracing::error!(delivery = %delivery.id, error = %e, "could not hand back; the rescuer will when the lease passes")
+                }
+            }
+        }
     }
 }

@@ -19,15 +19,23 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    claim_loop::room_size, error::DeliveryError, recorder::Recorder, request,
-    settings::DeliverySettings,
-};
+use super::{recorder::Recorder, request, settings::DeliverySettings};
 use crate::{
     clock::SharedClock,
     jobs::lease_rescue::LeaseRescuer,
-    store::{Delivery, Store, StoreError},
+    store::{Delivery, Store},
 };
+
+/// The most one claim loop takes at once, as semaphore permits.
+pub(super) fn batch_permits(settings: &DeliverySettings) -> u32 {
+    u32::try_from(settings.batch_size.max(1)).unwrap_or(u32::MAX)
+}
+
+/// How many deliveries a node holds claimed at once, across its loops.
+pub(super) fn room_size(settings: &DeliverySettings) -> u32 {
+    batch_permits(settings)
+        .saturating_mul(u32::try_from(settings.workers.max(1)).unwrap_or(u32::MAX))
+}
 
 /// The target of every log line the engine writes, whichever of its files
 /// writes it, so `RUST_LOG=dakghar::delivery::engine=…` covers it all.
@@ -85,6 +93,10 @@ impl Engine {
         }))
     }
 
+    pub(super) fn room_size(&self) -> u32 {
+        room_size(&self.settings)
+    }
+
     pub fn settings(&self) -> &DeliverySettings {
         &self.settings
     }
@@ -119,70 +131,14 @@ impl Engine {
         *self.fault_hook.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
-    /// One round: rescue expired leases, claim one batch, attempt all of it,
-    /// and wait for the attempts. Returns how many deliveries were claimed.
-    pub async fn tick(self: &Arc<Self>) -> Result<usize, DeliveryError> {
-        let round = self.start_round(self.settings.batch_size).await?;
-        let n = round.len();
-        self.settle(round, None).await;
-        Ok(n)
-    }
-
     pub(super) fn running_set(
         &self,
     ) -> std::sync::MutexGuard<'_, HashMap<String, (Delivery, AbortHandle)>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `workers` loops until `shutdown` fires; then they stop claiming,
-    /// in-flight attempts get the grace period to finish, and whatever is
-    /// still running after it goes back to `pending` uncounted.
-    pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-        let engine = Arc::clone(self);
-        tokio::spawn(async move {
-            let mut loops = tokio::task::JoinSet::new();
-            for _ in 0..engine.settings.workers.max(1) {
-                let engine = Arc::clone(&engine);
-                let shutdown = shutdown.clone();
-                loops.spawn(async move { engine.work(shutdown).await });
-            }
-            let listening = tokio::spawn(Arc::clone(&engine).listen(shutdown.clone()));
-            shutdown.cancelled().await;
-            let grace = engine.settings.shutdown_grace;
-            let drained = tokio::time::timeout(grace, async {
-                while loops.join_next().await.is_some() {}
-                // The whole room back: every attempt recorded or handed back.
-                let _ = engine.room.acquire_many(engine.room_size()).await;
-            })
-            .await
-            .is_ok();
-            if !drained {
-                loops.abort_all();
-                engine.hand_back_running().await;
-            }
-            let _ = listening.await;
-        })
-    }
-
-    async fn hand_back_running(&self) {
-        let running: Vec<_> = self.running_set().drain().map(|(_, v)| v).collect();
-        for (delivery, abort) in &running {
-            abort.abort();
-            tracing::warn!(delivery = %delivery.id, "grace period over; attempt abandoned");
-        }
-        let now = self.clock.now();
-        for (delivery, _) in running {
-            match self.store.release_claim(&delivery, now).await {
-                Ok(()) | Err(StoreError::LostClaim(_)) => {}
-                Err(e) => {
-                    tracing::error!(delivery = %delivery.id, error = %e, "could not hand back; the rescuer will when the lease passes")
-                }
-            }
-        }
-    }
-
     /// Wakes this node's workers whenever any node announces new work.
-    async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
+    pub(super) async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
         let mut listener = loop {
             match self.store.listen_for_work().await {
                 Ok(Some(l)) => break l,

@@ -8,9 +8,8 @@ use sqlx::{
 };
 
 use super::{
-    parse_options,
-    queue::{healthy_endpoints, Completion, Outcome},
-    redact_url,
+    completion::{healthy_endpoints, Completion, Outcome},
+    parse_options, redact_url,
     sql::{CLAIM_SLOTS, ENDPOINT_SUCCEEDED, UNCLAIMED},
     Delivery, Pool, Result, Store, StoreError,
 };

@@ -8,8 +8,8 @@ use sqlx::{
 };
 
 use super::{
+    completion::{healthy_endpoints, Completion, Outcome},
     parse_options,
-    queue::{healthy_endpoints, Completion, Outcome},
     sql::{placeholders, ANY_OPEN_SLOT, ENDPOINT_SUCCEEDED, OPEN_SLOTS, UNCLAIMED},
     Delivery, Pool, Result, Store, StoreError,
 };

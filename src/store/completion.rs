@@ -1,0 +1,89 @@
+//! What one attempt's result does to its delivery row: the record and the
+//! transition the engine hands in, and the row it leaves behind, as both
+//! backends write it.
+
+use super::{Delivery, DeliveryState};
+use crate::clock::Timestamp;
+
+/// What one attempt left behind, written together with the delivery's next state.
+#[derive(Debug, Clone)]
+pub struct AttemptRecord {
+    pub attempt: i64,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub request_headers: String,
+    pub response_status: Option<i64>,
+    pub response_headers: Option<String>,
+    pub response_body: Option<Vec<u8>>,
+    pub error: Option<String>,
+    pub classification: String,
+}
+
+/// One finished attempt, for `Store::complete_attempts`.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub claimed: Delivery,
+    pub record: AttemptRecord,
+    pub transition: Transition,
+    pub now: Timestamp,
+}
+
+/// Each endpoint that delivered in `written`, as of its latest success,
+/// in id order: recorders on several nodes then lock endpoint rows in the
+/// same order and cannot deadlock (a deadlock would fail a whole batch of
+/// results, and those deliveries would be sent again).
+pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<(&'a str, Timestamp)> {
+    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+    for c in written
+        .iter()
+        .filter(|c| c.transition == Transition::Delivered)
+    {
+        match healthy
+            .iter_mut()
+            .find(|(id, _)| *id == c.claimed.endpoint_id)
+        {
+            Some((_, at)) => *at = (*at).max(c.now),
+            None => healthy.push((&c.claimed.endpoint_id, c.now)),
+        }
+    }
+    healthy.sort_unstable();
+    healthy
+}
+
+/// The delivery row a completion leaves behind.
+pub(super) struct Outcome {
+    pub state: DeliveryState,
+    /// Failed attempts to add (a success does not count).
+    pub counted: i64,
+    pub next_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+impl Completion {
+    pub(super) fn outcome(&self) -> Outcome {
+        let claimed = &self.claimed;
+        let (state, counted, next_at) = match self.transition {
+            Transition::Delivered => (DeliveryState::Delivered, 0, claimed.next_attempt_at),
+            Transition::Retry { next_attempt_at } => {
+                (DeliveryState::Pending, 1, next_attempt_at.millis())
+            }
+            Transition::Failed => (DeliveryState::Failed, 1, claimed.next_attempt_at),
+            Transition::Expired => (DeliveryState::Expired, 1, claimed.next_attempt_at),
+        };
+        Outcome {
+            state,
+            counted,
+            next_at,
+            finished_at: state.is_terminal().then_some(self.now.millis()),
+        }
+    }
+}
+
+/// Where a claimed delivery goes after its attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Delivered,
+    Retry { next_attempt_at: Timestamp },
+    Failed,
+    Expired,
+}
