@@ -103,16 +103,8 @@ impl Engine {
             .await?
         {
             tracing::warn!(target: LOG_TARGET, endpoint = %endpoint.id, reason = %reason, "endpoint paused");
-            let alert = texts::endpoint_paused(&endpoint.url, &reason);
-            store
-                .add_notification(
-                    &endpoint.account_id,
-                    Some(&endpoint.id),
-                    alert.kind,
-                    &alert.subject,
-                    &alert.body,
-                    now,
-                )
+            texts::endpoint_paused(&endpoint.url, &reason)
+                .write(store, &endpoint.account_id, Some(&endpoint.id), now)
                 .await?;
         }
         Ok(())

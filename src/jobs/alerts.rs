@@ -7,7 +7,6 @@ pub mod texts;
 
 use std::time::Duration;
 
-use texts::Alert;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -32,7 +31,7 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
         {
             if store.raise_alert_level(&e.id, tier).await? {
                 let alert = texts::failing(&e.url, hours, e.failing_since);
-                write(store, &e, &alert, now).await?;
+                alert.write(store, &e.account_id, Some(&e.id), now).await?;
                 written += 1;
             }
         }
@@ -49,7 +48,7 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
                 continue;
             };
             let alert = texts::expiry_warning(&e.url, soon.waiting, soon.oldest_give_up_at, now);
-            write(store, &e, &alert, now).await?;
+            alert.write(store, &e.account_id, Some(&e.id), now).await?;
             written += 1;
         }
     }
@@ -68,29 +67,10 @@ pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError
         let ids: Vec<&str> = last.iter().map(|(id, _)| id.as_str()).collect();
         let status = last.first().and_then(|(_, s)| *s);
         let alert = texts::expired_summary(&e.url, wave.expired, &ids, status);
-        write(store, &e, &alert, now).await?;
+        alert.write(store, &e.account_id, Some(&e.id), now).await?;
         written += 1;
     }
     Ok(written)
-}
-
-async fn write(
-    store: &Store,
-    e: &Endpoint,
-    alert: &Alert,
-    now: Timestamp,
-) -> Result<(), StoreError> {
-    store
-        .add_notification(
-            &e.account_id,
-            Some(&e.id),
-            alert.kind,
-            &alert.subject,
-            &alert.body,
-            now,
-        )
-        .await?;
-    Ok(())
 }
 
 /// An endpoint deleted while the pass ran has nothing left to alert about.

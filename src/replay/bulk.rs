@@ -64,16 +64,8 @@ pub async fn start(
     };
     let spread = humantime::format_duration(window).to_string();
     for (account_id, n) in per_account {
-        let alert = texts::redelivering(n, &spread);
-        ctx.store
-            .add_notification(
-                &account_id,
-                None,
-                alert.kind,
-                &alert.subject,
-                &alert.body,
-                now,
-            )
+        texts::redelivering(n, &spread)
+            .write(&ctx.store, &account_id, None, now)
             .await?;
     }
     tracing::info!(replay = %replay.id, count = replay.count, actor, "bulk replay started");

@@ -54,6 +54,20 @@ const MATCHES: &str = "FROM deliveries d \
        AND ($5 IS NULL OR d.account_id = $5) AND ($6 IS NULL OR d.endpoint_id = $6) \
        AND ($7 IS NULL OR ev.event_type = $7)";
 
+/// Binds `MATCHES`'s seven parameters, in their order, from the criteria.
+macro_rules! with_criteria {
+    ($query:expr, $c:expr) => {
+        $query
+            .bind($c.failed)
+            .bind($c.expired)
+            .bind($c.since)
+            .bind($c.until)
+            .bind(&$c.account_id)
+            .bind(&$c.endpoint_id)
+            .bind(&$c.event_type)
+    };
+}
+
 #[derive(FromRow)]
 struct Candidate {
     id: String,
@@ -69,16 +83,12 @@ impl Store {
              GROUP BY d.account_id, a.name, d.endpoint_id, en.url \
              ORDER BY count(*) DESC, d.endpoint_id"
         );
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, ReplayGroup>(&sql)
-            .bind(c.failed)
-            .bind(c.expired)
-            .bind(c.since)
-            .bind(c.until)
-            .bind(&c.account_id)
-            .bind(&c.endpoint_id)
-            .bind(&c.event_type)
-            .fetch_all(p)
-            .await)?)
+        Ok(on_pool!(self, |p| with_criteria!(
+            sqlx::query_as::<_, ReplayGroup>(&sql),
+            c
+        )
+        .fetch_all(p)
+        .await)?)
     }
 
     /// Resets every matching delivery like a resend, spreading their next
@@ -132,18 +142,14 @@ impl Store {
         let mut per_endpoint: HashMap<String, i64> = HashMap::new();
         let mut per_account: HashMap<String, i64> = HashMap::new();
         loop {
-            let batch = on_pool!(self, |p| sqlx::query_as::<_, Candidate>(&select)
-                .bind(c.failed)
-                .bind(c.expired)
-                .bind(c.since)
-                .bind(c.until)
-                .bind(&c.account_id)
-                .bind(&c.endpoint_id)
-                .bind(&c.event_type)
-                .bind(BATCH)
-                .bind(&id)
-                .fetch_all(p)
-                .await)?;
+            let batch = on_pool!(self, |p| with_criteria!(
+                sqlx::query_as::<_, Candidate>(&select),
+                c
+            )
+            .bind(BATCH)
+            .bind(&id)
+            .fetch_all(p)
+            .await)?;
             if batch.is_empty() {
                 break;
             }

@@ -2,7 +2,10 @@
 //! dashboard's notifications and in the email. Per endpoint, never per
 //! event (SPEC §6).
 
-use crate::clock::Timestamp;
+use crate::{
+    clock::Timestamp,
+    store::{Store, StoreError},
+};
 
 /// One alert: its kind (for filtering) and the email it becomes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,6 +13,29 @@ pub struct Alert {
     pub kind: &'static str,
     pub subject: String,
     pub body: String,
+}
+
+impl Alert {
+    /// Writes it to the account's outbox (the mailer sends it from there).
+    pub async fn write(
+        &self,
+        store: &Store,
+        account_id: &str,
+        endpoint_id: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        store
+            .add_notification(
+                account_id,
+                endpoint_id,
+                self.kind,
+                &self.subject,
+                &self.body,
+                now,
+            )
+            .await?;
+        Ok(())
+    }
 }
 
 /// No success for an hour, or a day, since `failing_since`.
