@@ -1,13 +1,15 @@
-//! Dakghar: webhook delivery in one binary. The server side, in layers
-//! (each imports only those listed before it):
+//! Dakghar: webhook delivery in one binary. The server side, in layers;
+//! each imports only the layers listed before it (the README's folder map
+//! has the whole table):
 //!
-//! - the bottom: `clock`, `ids`, `sealing`, `auth` (hashing and keys),
-//!   `store` (SQLite and Postgres), `metrics`;
-//! - the engine and the jobs: `delivery` (the embedded workers), `jobs`
-//!   (alerts, mail, retention, vacuum, lease rescue), `config`;
-//! - `context`: what every action and face shares;
+//! - base: `clock`, `ids`, `sealing`, `auth` (hashing, keys, throttle);
+//! - storage: `store` (SQLite and Postgres), `metrics`;
+//! - maintenance: `jobs` (alerts, mail, retention, vacuum, lease rescue);
+//! - the engine: `delivery` (the embedded workers);
+//! - `config`, and `context`: what every action and face shares;
 //! - the domain, one home per SPEC action: `accounts`, `events`,
-//!   `endpoints`, `replay` (and `demo`, which drives them);
+//!   `endpoints`, `replay`, with the crate `error` (and `demo`, which
+//!   drives them);
 //! - the faces over the domain, which never import each other: `api` (the
 //!   REST API) and `dashboard` (the Leptos port and the browser's HTTP);
 //! - `startup` (the composition root) and `cli` (the command line).

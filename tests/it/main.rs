@@ -20,6 +20,7 @@ mod demo;
 mod engine;
 mod faults;
 mod hostile_receivers;
+mod layers;
 mod login;
 mod metrics;
 mod openapi;
