@@ -3,7 +3,12 @@
 //! line and the dashboard create and change them only through here.
 
 mod bootstrap;
+mod links;
+pub mod password_reset;
+pub mod platform;
+pub mod portal;
 mod sign_in;
+pub mod team;
 
 pub use bootstrap::{first_admin, FirstAdmin, FIRST_ACCOUNT, FIRST_ADMIN_EMAIL};
 pub use sign_in::{sign_in, SignIn};
@@ -13,7 +18,8 @@ use crate::{
     clock::Timestamp,
     error::{Error, OrNotFound, Result},
     store::{
-        Account, AccountOverview, ApiKey, GlobalRates, Notification, Role, Store, StoreError, User,
+        Account, AccountOverview, ApiKey, GlobalRates, Notification, PlatformKey, Role, Store,
+        StoreError, User,
     },
 };
 
@@ -113,13 +119,50 @@ pub async fn revoke_api_key(
         .or_not_found("API key")
 }
 
+/// Whose a bearer token is.
+#[derive(Debug, Clone)]
+pub enum KeyHolder {
+    /// An account's key: acts on that account only.
+    Account(ApiKey),
+    /// The platform's key: acts on any account.
+    Platform(PlatformKey),
+}
+
 /// The active key behind a bearer token.
-pub async fn authenticate(store: &Store, key: &str) -> Result<ApiKey> {
-    match store.active_api_key(&api_key::hash(key)).await {
-        Ok(k) => Ok(k),
+pub async fn authenticate(store: &Store, key: &str) -> Result<KeyHolder> {
+    let hash = api_key::hash(key);
+    let found = if key.starts_with(api_key::PLATFORM_KEY_PREFIX) {
+        store
+            .active_platform_key(&hash)
+            .await
+            .map(KeyHolder::Platform)
+    } else {
+        store.active_api_key(&hash).await.map(KeyHolder::Account)
+    };
+    match found {
+        Ok(holder) => Ok(holder),
         Err(StoreError::NotFound) => Err(Error::Unauthorized("unknown or revoked API key".into())),
         Err(e) => Err(e.into()),
     }
+}
+
+pub async fn user_by_email(store: &Store, email: &str) -> Result<User> {
+    store.user_by_email(email).await.or_not_found("user")
+}
+
+/// An operator's reset: a new password (the rules apply) and every
+/// session of the user ends.
+pub async fn set_password(store: &Store, user_id: &str, password: String) -> Result<User> {
+    let hash = password::hash_off_thread(password).await?;
+    store
+        .reset_password(user_id, &hash)
+        .await
+        .or_not_found("user")
+}
+
+/// Deletes the user; their sessions open nothing from then on.
+pub async fn delete_user(store: &Store, user_id: &str) -> Result<()> {
+    store.delete_user(None, user_id).await.or_not_found("user")
 }
 
 /// The user behind a session.

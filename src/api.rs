@@ -1,6 +1,7 @@
-//! The REST API (SPEC §9): JSON in and out, `Authorization: Bearer <api key>`,
-//! every query scoped to the caller's account.
+//! The REST API (SPEC §9, §10): JSON in and out, `Authorization: Bearer
+//! <api key>`, every query scoped to the account the caller acts on.
 
+mod accounts;
 pub(crate) mod admin;
 mod caller;
 pub(crate) mod endpoints;
@@ -17,10 +18,10 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::context::AppState;
 
-/// Every route of the REST API, declared once: each is mounted from its
-/// handler's `#[utoipa::path]`, which also documents it.
-fn routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+/// The routes that act on one account: at `/api/v1/…` with the account's
+/// own key, and at `/api/v1/accounts/{account}/…` with a platform key.
+fn account_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
         .routes(routes!(endpoints::create, endpoints::list))
         .routes(routes!(
             endpoints::get_one,
@@ -34,6 +35,25 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(events::ingest, events::list))
         .routes(routes!(events::get_one))
         .routes(routes!(events::resend))
+}
+
+/// Where a platform key reaches an account's routes.
+const FOR_ACCOUNT: &str = "/api/v1/accounts/{account}";
+
+/// Every route of the REST API, declared once: each is mounted from its
+/// handler's `#[utoipa::path]`, which also documents it.
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .nest("/api/v1", account_routes())
+        .nest(FOR_ACCOUNT, account_routes())
+        .routes(routes!(accounts::create, accounts::list))
+        .routes(routes!(
+            accounts::get_one,
+            accounts::patch,
+            accounts::delete
+        ))
+        .routes(routes!(accounts::invite))
+        .routes(routes!(accounts::portal_session))
         .routes(routes!(admin::create, admin::list))
         .routes(routes!(admin::get_one))
         .routes(routes!(admin::cancel))
@@ -41,8 +61,11 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of exactly the routes `router` mounts.
 pub fn document() -> &'static utoipa::openapi::OpenApi {
-    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> =
-        LazyLock::new(|| routes().split_for_parts().1);
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+        let mut doc = routes().split_for_parts().1;
+        openapi::name_operations(&mut doc, FOR_ACCOUNT);
+        doc
+    });
     &DOCUMENT
 }
 

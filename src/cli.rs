@@ -14,7 +14,7 @@ use crate::{
     clock::{SharedClock, SystemClock},
     error::Error,
     startup,
-    store::{Account, Role, Store},
+    store::{Account, Role, Store, User},
 };
 
 mod serve_args;
@@ -83,17 +83,33 @@ enum UserCmd {
         #[arg(long, env = "DAKGHAR_PASSWORD", hide_env_values = true)]
         password: Option<String>,
     },
+    /// Set a user's password (read from standard input unless given) and
+    /// end every session they have.
+    ResetPassword {
+        #[arg(long, env = "DAKGHAR_EMAIL")]
+        email: String,
+        #[arg(long, env = "DAKGHAR_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
+    },
+    /// Delete a user; their sessions open nothing from then on.
+    Delete {
+        #[arg(long, env = "DAKGHAR_EMAIL")]
+        email: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 enum ApiKeyCmd {
-    /// Create an API key for an account; prints only the key.
+    /// Create an API key for an account, or a platform key; prints only the key.
     Create {
-        #[arg(long, env = "DAKGHAR_ACCOUNT")]
-        account: String,
+        #[arg(long, env = "DAKGHAR_ACCOUNT", required_unless_present = "platform")]
+        account: Option<String>,
         /// An admin key may call the admin API.
         #[arg(long, env = "DAKGHAR_ADMIN")]
         admin: bool,
+        /// A platform key acts on any account, at /api/v1/accounts/….
+        #[arg(long, env = "DAKGHAR_PLATFORM", conflicts_with_all = ["account", "admin"])]
+        platform: bool,
     },
 }
 
@@ -178,8 +194,34 @@ async fn run(cli: Cli) -> CliResult {
             println!("{}", user.id);
             Ok(())
         }
-        Command::ApiKey(ApiKeyCmd::Create { account, admin }) => {
-            let account = find_account(&store, &account).await?;
+        Command::User(UserCmd::ResetPassword { email, password }) => {
+            let user = find_user(&store, &email).await?;
+            let password = match password {
+                Some(p) => p,
+                None => read_password()?,
+            };
+            accounts::set_password(&store, &user.id, password).await?;
+            println!("{}", user.id);
+            Ok(())
+        }
+        Command::User(UserCmd::Delete { email }) => {
+            let user = find_user(&store, &email).await?;
+            accounts::delete_user(&store, &user.id).await?;
+            println!("{}", user.id);
+            Ok(())
+        }
+        Command::ApiKey(ApiKeyCmd::Create {
+            account,
+            admin,
+            platform: true,
+        }) => {
+            debug_assert!(account.is_none() && !admin, "clap keeps them apart");
+            let key = accounts::platform::create_key(&store, clock.now()).await?;
+            println!("{}", key.key);
+            Ok(())
+        }
+        Command::ApiKey(ApiKeyCmd::Create { account, admin, .. }) => {
+            let account = find_account(&store, account.as_deref().unwrap_or_default()).await?;
             let key = accounts::create_api_key(&store, &account.id, admin, clock.now()).await?;
             println!("{}", key.key);
             Ok(())
@@ -192,6 +234,16 @@ async fn find_account(store: &Store, name: &str) -> Result<Account, String> {
     match accounts::named(store, name).await {
         Ok(a) => Ok(a),
         Err(Error::NotFound(_)) => Err(format!("no account named {name:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The user `--email` names, in the command line's words.
+async fn find_user(store: &Store, email: &str) -> Result<User, String> {
+    let email = accounts::normalize_email(email).map_err(|e| e.to_string())?;
+    match accounts::user_by_email(store, &email).await {
+        Ok(u) => Ok(u),
+        Err(Error::NotFound(_)) => Err(format!("no user with the email {email:?}")),
         Err(e) => Err(e.to_string()),
     }
 }

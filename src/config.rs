@@ -27,6 +27,12 @@ pub struct ServeConfig {
     /// Alert emails by SMTP; without it they stay in the outbox.
     pub mail: Option<MailSettings>,
     pub sessions: SessionSettings,
+    /// Where users reach this installation, for the links in emails and
+    /// portal URLs; unset, `http://` and the address it listens on.
+    pub public_url: Option<String>,
+    /// Origins that may show portal sessions in a frame.
+    pub embed_origins: Vec<String>,
+    pub brand: app::model::Brand,
 }
 
 /// How long a dashboard sign-in lasts.
@@ -68,6 +74,125 @@ impl ServeConfig {
             retention: RetentionSettings::default(),
             mail: None,
             sessions: SessionSettings::default(),
+            public_url: None,
+            embed_origins: Vec::new(),
+            brand: app::model::Brand::default(),
+        }
+    }
+}
+
+/// `--public-url`: an absolute http(s) URL, kept without a trailing slash.
+pub fn parse_public_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw.trim()).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!("{raw:?} must be an http or https URL with a host"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// One of `--embed-origins`: scheme, host and port, nothing else.
+pub fn parse_origin(raw: &str) -> Result<String, String> {
+    let raw = raw.trim();
+    let url = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not an origin: {e}"))?;
+    let bare = url.path() == "/" && url.query().is_none() && url.fragment().is_none();
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() || !bare {
+        return Err(format!(
+            "{raw:?} is not an origin such as https://app.example.com"
+        ));
+    }
+    Ok(url.origin().ascii_serialization())
+}
+
+pub fn parse_brand_name(raw: &str) -> Result<String, String> {
+    let name = raw.trim();
+    if name.is_empty() || name.chars().count() > 60 || name.chars().any(char::is_control) {
+        return Err("the brand name must be 1 to 60 characters".into());
+    }
+    Ok(name.to_string())
+}
+
+/// A CSS colour that can only ever be a colour where it lands (a style
+/// attribute): hex, a name, or rgb()/hsl() of numbers.
+pub fn parse_colour(raw: &str) -> Result<String, String> {
+    let c = raw.trim();
+    let hex = c.strip_prefix('#').is_some_and(|h| {
+        matches!(h.len(), 3 | 4 | 6 | 8) && h.chars().all(|x| x.is_ascii_hexdigit())
+    });
+    let name = !c.is_empty() && c.len() <= 20 && c.chars().all(|x| x.is_ascii_alphabetic());
+    let function = ["rgb(", "rgba(", "hsl(", "hsla("]
+        .iter()
+        .find_map(|f| c.strip_prefix(f))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .is_some_and(|args| {
+            !args.is_empty()
+                && args.len() <= 40
+                && args.chars().all(|x| {
+                    x.is_ascii_digit() || " .,%/".contains(x) || x == 'd' || x == 'e' || x == 'g'
+                })
+        });
+    if hex || name || function {
+        Ok(c.to_string())
+    } else {
+        Err(format!(
+            "{raw:?} is not a CSS colour such as #0a7cff, teal or rgb(10 124 255)"
+        ))
+    }
+}
+
+/// A logo in the site root, if the installation put one there.
+pub fn logo(site_root: &std::path::Path) -> Option<String> {
+    ["logo.svg", "logo.png"]
+        .into_iter()
+        .find(|f| site_root.join(f).is_file())
+        .map(|f| format!("/{f}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colours_are_colours_and_nothing_else() {
+        for ok in [
+            "#fff",
+            "#0a7cff",
+            "#0a7cff80",
+            "teal",
+            "rgb(10 124 255)",
+            "hsl(200deg 50% 40%)",
+        ] {
+            assert!(parse_colour(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "#ggg",
+            "red;color:blue",
+            "url(x)",
+            "rgb(1,2,3);x",
+            "expression(1)",
+            "#12345",
+        ] {
+            assert!(parse_colour(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn origins_are_only_scheme_host_and_port() {
+        assert_eq!(
+            parse_origin("https://app.example.com").unwrap(),
+            "https://app.example.com"
+        );
+        assert_eq!(
+            parse_origin("http://localhost:5173/").unwrap(),
+            "http://localhost:5173"
+        );
+        for bad in [
+            "app.example.com",
+            "https://app.example.com/x",
+            "javascript:alert(1)",
+            "*",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
         }
     }
 }

@@ -16,6 +16,25 @@ pub struct Ctx {
     pub clock: SharedClock,
     pub config: ServeConfig,
     pub engine: Arc<Engine>,
+    /// Wakes the mailer: someone waits for an email just queued.
+    pub mail: Arc<tokio::sync::Notify>,
+}
+
+impl Ctx {
+    /// An absolute URL of this installation, for links that leave it.
+    pub fn public_url(&self, path: &str) -> String {
+        let base = self
+            .config
+            .public_url
+            .as_deref()
+            .unwrap_or("http://127.0.0.1");
+        format!("{}{path}", base.trim_end_matches('/'))
+    }
+
+    /// Sends the outbox now rather than at the next round.
+    pub fn mail_now(&self) {
+        self.mail.notify_one();
+    }
 }
 
 #[derive(Clone, FromRef)]

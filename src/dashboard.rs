@@ -13,21 +13,28 @@ use app::{
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
-        Me, Viewer,
+        team::{InviteForm, Invited, Team},
+        AccountRole, Me, Permission, Viewer,
     },
     port::Dashboard,
 };
 
-use crate::{accounts, context::Ctx, error::Error};
+use crate::{accounts, context::Ctx, error::Error, store};
 
 mod account;
+mod account_links;
 mod admin;
 mod endpoints;
 mod events;
 pub(crate) mod guard;
 pub(crate) mod login;
+pub(crate) mod portal;
 pub(crate) mod protect;
+mod routes;
 pub mod session;
+mod team;
+
+pub(crate) use routes::routes;
 
 /// What the port needs: the context, and the REST API's operations for the
 /// docs page (the composition root passes them in: this face never reads
@@ -64,14 +71,60 @@ impl From<Error> for AppError {
     }
 }
 
+/// The store's role as the pages know it.
+pub(crate) fn app_role(role: store::AccountRole) -> AccountRole {
+    match role {
+        store::AccountRole::Owner => AccountRole::Owner,
+        store::AccountRole::Developer => AccountRole::Developer,
+        store::AccountRole::Viewer => AccountRole::Viewer,
+    }
+}
+
+/// Refuses what the viewer's role does not allow: the one check every
+/// method below makes first, whatever the page offered.
+fn need(viewer: &Viewer, permission: Permission) -> Result<(), AppError> {
+    if viewer.may(permission) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden)
+    }
+}
+
 #[async_trait::async_trait]
 impl Dashboard for Adapter {
     async fn me(&self, viewer: &Viewer) -> Result<Me, AppError> {
-        let (user, account) = accounts::user_and_account(&self.ctx.store, &viewer.user_id).await?;
+        let store = &self.ctx.store;
+        let (email, account) = match &viewer.user_id {
+            Some(id) => {
+                let (user, account) = accounts::user_and_account(store, id).await?;
+                (user.email, account)
+            }
+            None => (
+                String::new(),
+                store
+                    .account(&viewer.account_id)
+                    .await
+                    .map_err(Error::from)?,
+            ),
+        };
+        let back = viewer.return_url.as_ref().map(|url| {
+            let host = url::Url::parse(url)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string))
+                .unwrap_or_else(|| url.clone());
+            (url.clone(), host)
+        });
         Ok(Me {
-            is_admin: user.is_admin(),
-            email: user.email,
+            email,
             account_name: account.name,
+            is_admin: viewer.is_admin,
+            role: viewer.role,
+            portal: viewer.portal,
+            back,
+            can_change: viewer.may(Permission::Change),
+            can_see_secrets: viewer.may(Permission::SeeSecrets),
+            can_manage_team: viewer.may(Permission::ManageTeam),
+            can_manage_keys: viewer.may(Permission::ManageKeys),
         })
     }
 
@@ -80,22 +133,27 @@ impl Dashboard for Adapter {
         viewer: &Viewer,
         query: EventsQuery,
     ) -> Result<EventsList, AppError> {
+        need(viewer, Permission::Read)?;
         events::list(&self.ctx, viewer, query).await
     }
 
     async fn event_detail(&self, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
+        need(viewer, Permission::Read)?;
         events::detail(&self.ctx, viewer, id).await
     }
 
     async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::Change)?;
         events::resend(&self.ctx, viewer, delivery_id).await
     }
 
     async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError> {
+        need(viewer, Permission::Read)?;
         endpoints::list(&self.ctx, viewer).await
     }
 
     async fn endpoint_detail(&self, viewer: &Viewer, id: &str) -> Result<EndpointDetail, AppError> {
+        need(viewer, Permission::Read)?;
         endpoints::detail(&self.ctx, viewer, id).await
     }
 
@@ -104,10 +162,12 @@ impl Dashboard for Adapter {
         viewer: &Viewer,
         form: NewEndpointForm,
     ) -> Result<String, AppError> {
+        need(viewer, Permission::Change)?;
         endpoints::create(&self.ctx, viewer, form).await
     }
 
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::Change)?;
         endpoints::delete(&self.ctx, viewer, id).await
     }
 
@@ -117,38 +177,47 @@ impl Dashboard for Adapter {
         id: &str,
         paused: bool,
     ) -> Result<(), AppError> {
+        need(viewer, Permission::Change)?;
         endpoints::set_paused(&self.ctx, viewer, id, paused).await
     }
 
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::SeeSecrets)?;
         endpoints::rotate(&self.ctx, viewer, id).await
     }
 
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
+        need(viewer, Permission::SeeSecrets)?;
         endpoints::reveal(&self.ctx, viewer, id).await
     }
 
     async fn send_test_event(&self, viewer: &Viewer, id: &str) -> Result<String, AppError> {
+        need(viewer, Permission::Change)?;
         endpoints::send_test(&self.ctx, viewer, id).await
     }
 
     async fn notifications(&self, viewer: &Viewer) -> Result<Vec<NotificationView>, AppError> {
+        need(viewer, Permission::Read)?;
         account::notifications(&self.ctx, viewer).await
     }
 
-    async fn contract(&self, _viewer: &Viewer) -> Result<Contract, AppError> {
+    async fn contract(&self, viewer: &Viewer) -> Result<Contract, AppError> {
+        need(viewer, Permission::Read)?;
         Ok(account::contract(&self.ctx, &self.api_operations))
     }
 
     async fn api_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
+        need(viewer, Permission::ManageKeys)?;
         account::api_keys(&self.ctx, viewer).await
     }
 
     async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError> {
+        need(viewer, Permission::ManageKeys)?;
         account::create_api_key(&self.ctx, viewer).await
     }
 
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::ManageKeys)?;
         account::revoke_api_key(&self.ctx, viewer, id).await
     }
 
@@ -178,5 +247,47 @@ impl Dashboard for Adapter {
 
     async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError> {
         admin::audit(&self.ctx, viewer).await
+    }
+
+    async fn platform_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
+        admin::platform_keys(&self.ctx, viewer).await
+    }
+
+    async fn create_platform_key(&self, viewer: &Viewer) -> Result<String, AppError> {
+        admin::create_platform_key(&self.ctx, viewer).await
+    }
+
+    async fn revoke_platform_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        admin::revoke_platform_key(&self.ctx, viewer, id).await
+    }
+
+    async fn team(&self, viewer: &Viewer) -> Result<Team, AppError> {
+        need(viewer, Permission::ManageTeam)?;
+        team::team(&self.ctx, viewer).await
+    }
+
+    async fn invite(&self, viewer: &Viewer, form: InviteForm) -> Result<Invited, AppError> {
+        need(viewer, Permission::ManageTeam)?;
+        team::invite(&self.ctx, viewer, form).await
+    }
+
+    async fn change_role(
+        &self,
+        viewer: &Viewer,
+        user_id: &str,
+        role: &str,
+    ) -> Result<(), AppError> {
+        need(viewer, Permission::ManageTeam)?;
+        team::change_role(&self.ctx, viewer, user_id, role).await
+    }
+
+    async fn remove_member(&self, viewer: &Viewer, user_id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::ManageTeam)?;
+        team::remove(&self.ctx, viewer, user_id).await
+    }
+
+    async fn withdraw_invitation(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+        need(viewer, Permission::ManageTeam)?;
+        team::withdraw(&self.ctx, viewer, id).await
     }
 }

@@ -10,6 +10,8 @@ pub const EVENT: &str = "evt";
 pub const DELIVERY: &str = "dlv";
 pub const NOTIFICATION: &str = "ntf";
 pub const REPLAY: &str = "rpl";
+pub const PLATFORM_KEY: &str = "pk";
+pub const LINK: &str = "lnk";
 
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", random_token(22))

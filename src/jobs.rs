@@ -6,18 +6,20 @@
 //! - `mailer`: sends the outbox by SMTP, when configured.
 //! - `retention`: deletes (and optionally archives) old finished history.
 //! - `vacuum`: vacuums `deliveries` on Postgres soon after heavy churn.
+//! - `expired_links`: forgets ended single-use links and portal sessions.
 //! - `lease_rescue`: returns deliveries whose lease ran out; the claim
 //!   loops call it before they claim, at most once a second.
 
 pub mod alerts;
+pub mod expired_links;
 pub mod lease_rescue;
 pub mod mailer;
 pub mod retention;
 pub mod vacuum;
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
-use tokio::task::JoinHandle;
+use tokio::{sync::Notify, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 use crate::{clock::SharedClock, store::Store};
@@ -25,8 +27,10 @@ use crate::{clock::SharedClock, store::Store};
 /// The jobs of a worker node and how each is set.
 pub struct Jobs {
     pub retention: retention::RetentionSettings,
-    /// Without SMTP the outbox is only shown in the dashboard.
-    pub mail: Option<(mailer::Mailer, Duration)>,
+    /// Without SMTP the outbox is only shown in the dashboard. The mailer
+    /// sends every so often, and at once when woken (a personal email
+    /// someone waits for).
+    pub mail: Option<(mailer::Mailer, Duration, Arc<Notify>)>,
     pub alerts_every: Duration,
     pub vacuum: crate::store::VacuumPolicy,
 }
@@ -50,13 +54,20 @@ pub fn spawn(
         jobs.retention,
         shutdown.clone(),
     ));
+    running.push(expired_links::spawn(
+        store.clone(),
+        clock.clone(),
+        Duration::from_secs(3600),
+        shutdown.clone(),
+    ));
     running.extend(vacuum::spawn(store.clone(), jobs.vacuum, shutdown.clone()));
-    if let Some((mailer, every)) = jobs.mail {
+    if let Some((mailer, every, wake)) = jobs.mail {
         running.push(mailer::spawn(
             mailer,
             store.clone(),
             clock.clone(),
             every,
+            wake,
             shutdown.clone(),
         ));
     }
@@ -65,8 +76,18 @@ pub fn spawn(
 
 /// Runs `pass` now and then every `every` until `shutdown`: the loop each
 /// job shares.
-pub(crate) fn every<F, Fut>(
+pub(crate) fn every<F, Fut>(every: Duration, shutdown: CancellationToken, pass: F) -> JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    every_or_woken(every, None, shutdown, pass)
+}
+
+/// Like `every`, running again at once when `wake` is notified.
+pub(crate) fn every_or_woken<F, Fut>(
     every: Duration,
+    wake: Option<Arc<Notify>>,
     shutdown: CancellationToken,
     mut pass: F,
 ) -> JoinHandle<()>
@@ -77,9 +98,16 @@ where
     tokio::spawn(async move {
         loop {
             pass().await;
+            let woken = async {
+                match &wake {
+                    Some(wake) => wake.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
+                _ = woken => {}
             }
         }
     })

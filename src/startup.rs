@@ -4,16 +4,8 @@
 
 use std::{future::Future, io, net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
-use app::{port::DashboardRef, shell, App};
-use axum::{
-    extract::State,
-    response::Redirect,
-    routing::{get, post},
-    serve::ListenerExt,
-    Router,
-};
+use axum::{extract::State, routing::get, serve::ListenerExt, Router};
 use leptos::prelude::*;
-use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -21,7 +13,7 @@ use crate::{
     clock::SharedClock,
     config::ServeConfig,
     context::{AppState, Ctx},
-    dashboard::{self, guard, login, protect, session},
+    dashboard::{self, guard, protect, session},
     delivery::engine::Engine,
     demo,
     jobs::{self, Jobs},
@@ -71,6 +63,15 @@ impl Application {
             .build();
         let secure = config.secure_cookies;
         let run_workers = config.run_workers;
+        let mut config = config;
+        // Links in emails and portal URLs name the address actually bound
+        // when nothing else is configured.
+        if config.public_url.is_none() {
+            let addr = listener
+                .local_addr()
+                .map_err(|e| BuildError::Bind(config.listen, e))?;
+            config.public_url = Some(format!("http://{addr}"));
+        }
         let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
             .map_err(|e| BuildError::Http(e.to_string()))?;
         let mailer = config
@@ -86,6 +87,7 @@ impl Application {
                 clock,
                 config,
                 engine: Arc::clone(&engine),
+                mail: Arc::new(tokio::sync::Notify::new()),
             }),
         };
         let ctx = Arc::clone(&state.ctx);
@@ -140,7 +142,10 @@ impl Application {
             let every_mail = ctx.config.mail.as_ref().map(|m| m.every);
             let jobs = Jobs {
                 retention: ctx.config.retention.clone(),
-                mail: self.mailer.zip(every_mail),
+                mail: self
+                    .mailer
+                    .zip(every_mail)
+                    .map(|(mailer, every)| (mailer, every, Arc::clone(&ctx.mail))),
                 alerts_every: Duration::from_secs(60),
                 vacuum: VacuumPolicy::default(),
             };
@@ -197,36 +202,21 @@ async fn metrics_text(State(state): State<AppState>) -> impl axum::response::Int
 }
 
 fn router(state: AppState) -> Router {
-    let routes = generate_route_list(App);
-    let dashboard: DashboardRef = Arc::new(dashboard::Adapter::new(
-        Arc::clone(&state.ctx),
-        api::openapi::operations(),
-    ));
-    let options = state.leptos_options.clone();
-    Router::new()
-        .route("/", get(|| async { Redirect::to("/events") }))
-        .route("/login", post(login::login))
-        .route("/logout", post(login::logout))
+    let embed = Arc::new(state.ctx.config.embed_origins.clone());
+    dashboard::routes(&state, api::openapi::operations())
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics_text))
         .merge(api::router())
-        .leptos_routes_with_context(
-            &state,
-            routes,
-            move || {
-                provide_context(dashboard.clone());
-                protect::set_page_policy();
-            },
-            move || shell(options.clone()),
-        )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(guard::require_session_for_pages))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::load_viewer,
         ))
         .layer(axum::middleware::from_fn(protect::refuse_cross_site))
-        .layer(axum::middleware::from_fn(protect::security_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            embed,
+            protect::security_headers,
+        ))
         .with_state(state)
 }
 

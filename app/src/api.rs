@@ -6,3 +6,4 @@ pub mod admin;
 pub mod endpoints;
 pub mod events;
 pub mod me;
+pub mod team;

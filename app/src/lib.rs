@@ -30,10 +30,16 @@ use crate::pages::{
     login::LoginPage,
     not_found::NotFound,
     notifications::NotificationsPage,
+    password::{ForgotPasswordPage, InvitationPage, ResetPasswordPage},
+    team::TeamPage,
 };
 
-/// The HTML document around the app; rendered on the server only.
+/// The HTML document around the app; rendered on the server only. The
+/// brand travels on `<body>`: its accent as the `--accent` variable, its
+/// name and logo as data the browser's hydration reads back.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let brand = components::layout::brand();
+    let accent = brand.accent.as_ref().map(|a| format!("--accent: {a}"));
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -45,7 +51,12 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <HydrationScripts options />
                 <MetaTags />
             </head>
-            <body>
+            <body
+                style=accent
+                data-brand-name=brand.name
+                data-brand-accent=brand.accent
+                data-brand-logo=brand.logo
+            >
                 <App />
             </body>
         </html>
@@ -55,10 +66,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    let brand = components::layout::brand();
     // Async SSR: every page arrives complete, so it works with JavaScript off.
     view! {
         <Stylesheet id="leptos" href="/pkg/dakghar.css" />
-        <Title formatter=|page: String| format!("{page} · Dakghar") />
+        <Title formatter=move |page: String| format!("{page} · {}", brand.name) />
         <Router>
             <Routes fallback=NotFound>
                 <Route path=path!("/login") view=LoginPage ssr=SsrMode::Async />
@@ -73,8 +85,24 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/admin/replay") view=ReplayPage ssr=SsrMode::Async />
                 <Route path=path!("/admin/replays/:id") view=ReplayProgressPage ssr=SsrMode::Async />
                 <Route path=path!("/admin/audit") view=AuditPage ssr=SsrMode::Async />
+                <Route path=path!("/team") view=TeamPage ssr=SsrMode::Async />
+                <Route path=path!("/forgot-password") view=ForgotPasswordPage ssr=SsrMode::Async />
+                <Route path=path!("/reset-password/:token") view=ResetPasswordPage ssr=SsrMode::Async />
+                <Route path=path!("/invitations/:token") view=InvitationPage ssr=SsrMode::Async />
             </Routes>
         </Router>
+    }
+}
+
+/// The brand the server's render left on `<body>`.
+#[cfg(feature = "hydrate")]
+fn brand_on_page() -> model::Brand {
+    let body = document().body();
+    let data = |name: &str| body.as_ref().and_then(|b| b.get_attribute(name));
+    model::Brand {
+        name: data("data-brand-name").unwrap_or_else(|| model::Brand::default().name),
+        accent: data("data-brand-accent"),
+        logo: data("data-brand-logo"),
     }
 }
 
@@ -82,7 +110,11 @@ pub fn App() -> impl IntoView {
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
     console_error_panic_hook::set_once();
-    leptos::mount::hydrate_body(App);
+    let brand = brand_on_page();
+    leptos::mount::hydrate_body(move || {
+        provide_context(brand);
+        view! { <App /> }
+    });
     // Lets end-to-end tests tell a hydrated page from a server-rendered one.
     if let Some(body) = document().body() {
         let _ = body.set_attribute("data-hydrated", "true");

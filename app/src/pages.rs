@@ -9,3 +9,5 @@ pub mod events;
 pub mod login;
 pub mod not_found;
 pub mod notifications;
+pub mod password;
+pub mod team;

@@ -13,6 +13,7 @@ use crate::{
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
         endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
         events::{EventDetail, EventsList, EventsQuery},
+        team::{InviteForm, Invited, Team},
         Me, Viewer,
     },
 };
@@ -66,6 +67,18 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn replay_status(&self, viewer: &Viewer, id: &str) -> Result<ReplayView, AppError>;
     async fn replay_cancel(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError>;
+    async fn platform_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError>;
+    /// Returns the whole key, shown once.
+    async fn create_platform_key(&self, viewer: &Viewer) -> Result<String, AppError>;
+    async fn revoke_platform_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    // The team: owners only.
+    async fn team(&self, viewer: &Viewer) -> Result<Team, AppError>;
+    async fn invite(&self, viewer: &Viewer, form: InviteForm) -> Result<Invited, AppError>;
+    async fn change_role(&self, viewer: &Viewer, user_id: &str, role: &str)
+        -> Result<(), AppError>;
+    /// Removing a member ends their sessions.
+    async fn remove_member(&self, viewer: &Viewer, user_id: &str) -> Result<(), AppError>;
+    async fn withdraw_invitation(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
 }
 
 pub type DashboardRef = Arc<dyn Dashboard>;
@@ -132,6 +145,17 @@ pub fn answer_rate_limited(error: &AppError) {
     }
 }
 
+/// What every server function answers: a refusal of the viewer's role is
+/// a 403, never a 500.
+pub fn answered<T>(result: Result<T, AppError>) -> Result<T, AppError> {
+    if let Err(AppError::Forbidden) = &result {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(http::StatusCode::FORBIDDEN);
+        }
+    }
+    result
+}
+
 /// For admin server functions: the signed-in viewer must be an admin (403
 /// otherwise); `changing` adds the cross-site check.
 pub fn admin_services(changing: bool) -> Result<(DashboardRef, Viewer), AppError> {
@@ -140,7 +164,7 @@ pub fn admin_services(changing: bool) -> Result<(DashboardRef, Viewer), AppError
     } else {
         services()?
     };
-    if !viewer.is_admin {
+    if !viewer.is_admin || viewer.portal {
         if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
             response.set_status(http::StatusCode::FORBIDDEN);
         }

@@ -3,7 +3,7 @@
 
 use app::model::Viewer;
 use axum::{
-    extract::{FromRequestParts, Path, State},
+    extract::{FromRequestParts, State},
     http::{request::Parts, Method, StatusCode},
     response::IntoResponse,
     Json,
@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    caller::Caller,
+    caller::{key_holder, PathId},
     error::{ApiError, ApiResult},
     events::parse_time,
 };
 use crate::{
+    accounts::KeyHolder,
     clock::Timestamp,
     context::AppState,
     replay,
@@ -37,13 +38,11 @@ impl FromRequestParts<AppState> for Admin {
             .headers
             .contains_key(axum::http::header::AUTHORIZATION)
         {
-            let caller = Caller::from_request_parts(parts, state).await?;
-            return if caller.is_admin {
-                Ok(Admin {
-                    actor: format!("api_key:{}", caller.key_id),
-                })
-            } else {
-                Err(ApiError::forbidden("this needs an admin API key"))
+            return match key_holder(parts, state).await? {
+                KeyHolder::Account(k) if k.is_admin => Ok(Admin {
+                    actor: format!("api_key:{}", k.id),
+                }),
+                _ => Err(ApiError::forbidden("this needs an admin API key")),
             };
         }
         let Some(viewer) = parts.extensions.get::<Viewer>().cloned() else {
@@ -51,7 +50,7 @@ impl FromRequestParts<AppState> for Admin {
                 "missing Authorization: Bearer <admin api key>",
             ));
         };
-        if !viewer.is_admin {
+        if !viewer.is_admin || viewer.portal {
             return Err(ApiError::forbidden("only administrators may do this"));
         }
         // A session rides along on any request the browser makes, so
@@ -60,7 +59,7 @@ impl FromRequestParts<AppState> for Admin {
             return Err(ApiError::forbidden("cross-site request refused"));
         }
         Ok(Admin {
-            actor: format!("user:{}", viewer.user_id),
+            actor: viewer.actor,
         })
     }
 }
@@ -260,7 +259,7 @@ pub async fn list(State(state): State<AppState>, _admin: Admin) -> ApiResult<Jso
 pub async fn get_one(
     State(state): State<AppState>,
     _admin: Admin,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<ReplayOut>> {
     let (r, progress) = replay::status(&state.ctx, &id).await?;
     Ok(Json(replay_out(&r, Some(&progress))))
@@ -274,7 +273,7 @@ pub async fn get_one(
 pub async fn cancel(
     State(state): State<AppState>,
     admin: Admin,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<CancelOut>> {
     let reverted = replay::cancel(&state.ctx, &id, &admin.actor).await?;
     Ok(Json(CancelOut {

@@ -1,14 +1,10 @@
 //! `/api/v1/endpoints`: the customer's receivers.
 
-use axum::{
-    extract::{Path, State},
-    http::StatusCode,
-    Json,
-};
+use axum::{extract::State, http::StatusCode, Json};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    caller::Caller,
+    caller::{Caller, PathId},
     error::{ApiError, ApiResult},
 };
 use crate::{
@@ -118,7 +114,7 @@ impl EndpointOut {
     }
 }
 
-#[utoipa::path(post, path = "/api/v1/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
+#[utoipa::path(post, path = "/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
     request_body = EndpointIn, responses((status = 201, body = EndpointOut), (status = 400, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
@@ -137,7 +133,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(EndpointOut::from(created, true))))
 }
 
-#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints", summary = "List endpoints",
+#[utoipa::path(get, path = "/endpoints", tag = "endpoints", summary = "List endpoints",
     responses((status = 200, body = EndpointListOut)), security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,
@@ -151,24 +147,24 @@ pub async fn list(
     Ok(Json(EndpointListOut { data }))
 }
 
-#[utoipa::path(get, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "One endpoint",
+#[utoipa::path(get, path = "/endpoints/{id}", tag = "endpoints", summary = "One endpoint",
     params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::get(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
-#[utoipa::path(patch, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "Change an endpoint",
+#[utoipa::path(patch, path = "/endpoints/{id}", tag = "endpoints", summary = "Change an endpoint",
     params(("id" = String, Path)), request_body = EndpointPatchIn,
     responses((status = 200, body = EndpointOut), (status = 400, body = super::error::ErrorOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
     body: Result<Json<EndpointPatchIn>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult<Json<EndpointOut>> {
     let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
@@ -183,45 +179,45 @@ pub async fn patch(
     Ok(Json(EndpointOut::from(e, false)))
 }
 
-#[utoipa::path(delete, path = "/api/v1/endpoints/{id}", tag = "endpoints", summary = "Delete an endpoint and its deliveries",
+#[utoipa::path(delete, path = "/endpoints/{id}", tag = "endpoints", summary = "Delete an endpoint and its deliveries",
     params(("id" = String, Path)), responses((status = 204), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<StatusCode> {
     endpoints::delete(&state.ctx, &caller.account_id, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/endpoints/{id}/pause", tag = "endpoints", summary = "Pause: events keep queueing",
+#[utoipa::path(post, path = "/endpoints/{id}/pause", tag = "endpoints", summary = "Pause: events keep queueing",
     params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn pause(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::pause(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
-#[utoipa::path(post, path = "/api/v1/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains",
+#[utoipa::path(post, path = "/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains",
     params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::resume(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, false)))
 }
 
-#[utoipa::path(post, path = "/api/v1/endpoints/{id}/rotate-secret", tag = "endpoints", summary = "New signing secret; the old one signs alongside for 24 h",
+#[utoipa::path(post, path = "/endpoints/{id}/rotate-secret", tag = "endpoints", summary = "New signing secret; the old one signs alongside for 24 h",
     params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::rotate_secret(&state.ctx, &caller.account_id, &id).await?;
     Ok(Json(EndpointOut::from(e, true)))
@@ -229,12 +225,12 @@ pub async fn rotate_secret(
 
 /// Success rates, latency, attempts per hour and the queue (SPEC §9): the
 /// numbers the dashboard's endpoint page shows.
-#[utoipa::path(get, path = "/api/v1/endpoints/{id}/health", tag = "endpoints", summary = "Success rates, latency, attempts per hour and the queue",
+#[utoipa::path(get, path = "/endpoints/{id}/health", tag = "endpoints", summary = "Success rates, latency, attempts per hour and the queue",
     params(("id" = String, Path)), responses((status = 200, body = HealthOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn health(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<HealthOut>> {
     let (e, h) = endpoints::health(&state.ctx, &caller.account_id, &id).await?;
     let rate = |ok: i64, all: i64| (all > 0).then(|| ok as f64 / all as f64);

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use axum::{
     body::Body,
-    extract::{Path, Query, State},
+    extract::{Query, State},
     http::{HeaderMap, StatusCode},
     Json,
 };
@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{
-    caller::Caller,
+    caller::{Caller, PathId},
     error::{ApiError, ApiResult},
     ingest_body::{read_event, too_large, EventIn, Incoming, MAX_PAYLOAD_BYTES},
 };
@@ -42,7 +42,7 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
 
 /// The body is read by hand so every failure gets a JSON error and the
 /// stored payload is byte for byte what the producer sent.
-#[utoipa::path(post, path = "/api/v1/events", tag = "events",
+#[utoipa::path(post, path = "/events", tag = "events",
     summary = "Send an event: fanned out to every subscribed endpoint",
     params(("Idempotency-Key" = Option<String>, Header, description = "Used as the event id when the body has none")),
     request_body = EventIn,
@@ -181,7 +181,7 @@ pub struct EventDetailOut {
     deliveries: Vec<DeliveryOut>,
 }
 
-#[utoipa::path(get, path = "/api/v1/events", tag = "events",
+#[utoipa::path(get, path = "/events", tag = "events",
     summary = "List events, newest first",
     params(
         ("state" = Option<String>, Query, description = "pending, in_flight, delivered, failed or expired"),
@@ -246,7 +246,7 @@ pub async fn list(
     }))
 }
 
-#[utoipa::path(get, path = "/api/v1/events/{id}", tag = "events",
+#[utoipa::path(get, path = "/events/{id}", tag = "events",
     summary = "One event with every delivery and its attempts",
     params(("id" = String, Path)),
     responses((status = 200, body = EventDetailOut), (status = 404, body = super::error::ErrorOut)),
@@ -254,7 +254,7 @@ pub async fn list(
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<Json<EventDetailOut>> {
     let detail = events::detail(&state.ctx, &caller.account_id, &id).await?;
     let event = detail.event;
@@ -274,7 +274,7 @@ pub async fn get_one(
     }))
 }
 
-#[utoipa::path(post, path = "/api/v1/deliveries/{id}/resend", tag = "events",
+#[utoipa::path(post, path = "/deliveries/{id}/resend", tag = "events",
     summary = "Resend a finished delivery now, with a fresh retry window",
     params(("id" = String, Path)),
     responses(
@@ -286,7 +286,7 @@ pub async fn get_one(
 pub async fn resend(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    PathId(id): PathId,
 ) -> ApiResult<(StatusCode, Json<DeliveryOut>)> {
     let actor = format!("api_key:{}", caller.key_id);
     let updated = replay::resend(&state.ctx, &caller.account_id, &id, &actor).await?;

@@ -22,6 +22,7 @@ use super::error;
         (name = "events", description = "Send events and follow their deliveries"),
         (name = "endpoints", description = "Where events are delivered"),
         (name = "admin", description = "Bulk replay and the audit log (admin keys only)"),
+        (name = "accounts", description = "A platform's customers, their members and portal links (platform keys only)"),
     )
 )]
 pub struct ApiDoc;
@@ -42,6 +43,54 @@ impl Modify for BearerKey {
                     .build(),
             ),
         );
+    }
+}
+
+/// Gives every operation an id of its own (handlers of several modules
+/// share names: `create`, `list`): its tag before the handler's name. The
+/// account routes mounted again under `prefix` for platform keys name the
+/// `{account}` they act on, and end their ids in `_for_account`.
+pub fn name_operations(doc: &mut utoipa::openapi::OpenApi, prefix: &str) {
+    use utoipa::openapi::{
+        path::{Parameter, ParameterBuilder, ParameterIn},
+        Required,
+    };
+    let account = || -> Parameter {
+        ParameterBuilder::new()
+            .name("account")
+            .parameter_in(ParameterIn::Path)
+            .required(Required::True)
+            .description(Some("The account's id or the platform's external_id"))
+            .schema(Some(
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String),
+            ))
+            .build()
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let for_account = path.starts_with(&format!("{prefix}/"));
+        let ops = [
+            &mut item.get,
+            &mut item.post,
+            &mut item.patch,
+            &mut item.delete,
+            &mut item.put,
+        ];
+        for op in ops.into_iter().flatten() {
+            let tag = op.tags.as_ref().and_then(|t| t.first()).cloned();
+            op.operation_id = op.operation_id.take().map(|id| match &tag {
+                Some(tag) => format!("{tag}_{id}"),
+                None => id,
+            });
+            if !for_account {
+                continue;
+            }
+            let params = op.parameters.get_or_insert_with(Vec::new);
+            if !params.iter().any(|p| p.name == "account") {
+                params.insert(0, account());
+                op.operation_id = op.operation_id.take().map(|id| format!("{id}_for_account"));
+            }
+        }
     }
 }
 

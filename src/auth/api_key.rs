@@ -6,6 +6,8 @@ use sha2::{Digest, Sha256};
 use crate::ids::random_token;
 
 pub const KEY_PREFIX: &str = "dk_";
+/// Platform keys act on any account; their prefix tells them apart.
+pub const PLATFORM_KEY_PREFIX: &str = "dkp_";
 
 pub struct NewKey {
     /// The full key: shown once, never stored.
@@ -16,9 +18,17 @@ pub struct NewKey {
 }
 
 pub fn generate() -> NewKey {
-    let key = format!("{KEY_PREFIX}{}", random_token(32));
+    generate_with(KEY_PREFIX)
+}
+
+pub fn generate_platform() -> NewKey {
+    generate_with(PLATFORM_KEY_PREFIX)
+}
+
+fn generate_with(prefix: &str) -> NewKey {
+    let key = format!("{prefix}{}", random_token(32));
     NewKey {
-        prefix: key.chars().take(KEY_PREFIX.len() + 6).collect(),
+        prefix: key.chars().take(prefix.len() + 6).collect(),
         hash: hash(&key),
         key,
     }
@@ -26,6 +36,13 @@ pub fn generate() -> NewKey {
 
 pub fn hash(key: &str) -> String {
     format!("{:x}", Sha256::digest(key.as_bytes()))
+}
+
+/// Whether `secret` hashes to `stored`, taking the same time wherever
+/// they differ.
+pub fn matches(secret: &str, stored: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    hash(secret).as_bytes().ct_eq(stored.as_bytes()).into()
 }
 
 #[cfg(test)]

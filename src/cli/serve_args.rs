@@ -2,10 +2,11 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
+use app::model::Brand;
 use clap::Args;
 
 use crate::{
-    config::{ServeConfig, SessionSettings},
+    config::{self, ServeConfig, SessionSettings},
     delivery::{
         backoff::{Backoff, Jitter},
         settings::DeliverySettings,
@@ -68,6 +69,23 @@ pub(super) struct ServeArgs {
     /// Sign dashboard users out this long after they signed in.
     #[arg(long, env = "DAKGHAR_SESSION_MAX_AGE", default_value = "7d", value_parser = humantime::parse_duration)]
     session_max_age: Duration,
+    /// Where users reach this installation (`https://hooks.example.com`),
+    /// for the links in emails and portal URLs. Default: http:// and the
+    /// address it listens on.
+    #[arg(long, env = "DAKGHAR_PUBLIC_URL", value_parser = config::parse_public_url)]
+    public_url: Option<String>,
+    /// Origins that may show portal sessions in a frame, comma-separated
+    /// (`https://app.example.com`). Portal cookies then work inside
+    /// another site's iframe.
+    #[arg(long, env = "DAKGHAR_EMBED_ORIGINS", value_delimiter = ',', value_parser = config::parse_origin)]
+    embed_origins: Vec<String>,
+    /// The product's name on every page and in every email.
+    #[arg(long, env = "DAKGHAR_BRAND_NAME", default_value = "Dakghar", value_parser = config::parse_brand_name)]
+    brand_name: String,
+    /// The accent colour of every page: a CSS colour (`#0a7cff`, `teal`,
+    /// `rgb(10 124 255)`).
+    #[arg(long, env = "DAKGHAR_BRAND_ACCENT", value_parser = config::parse_colour)]
+    brand_accent: Option<String>,
     #[command(flatten)]
     delivery: DeliveryArgs,
 }
@@ -182,7 +200,6 @@ pub(super) async fn secrets_key(
 pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.listen,
-        site_root: args.site_root,
         secure_cookies: args.secure_cookies,
         delivery: args.delivery.settings(),
         run_workers: args.role != NodeRole::Api,
@@ -202,5 +219,13 @@ pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
             idle: args.session_idle_timeout,
             max_age: args.session_max_age,
         },
+        public_url: args.public_url,
+        embed_origins: args.embed_origins,
+        brand: Brand {
+            name: args.brand_name,
+            accent: args.brand_accent,
+            logo: config::logo(&args.site_root),
+        },
+        site_root: args.site_root,
     }
 }

@@ -6,13 +6,14 @@ use std::time::Duration;
 use app::{
     error::AppError,
     model::{
+        account::ApiKeyView,
         admin::{AccountLine, AdminOverview, PreviewLine, ReplayForm, ReplayView},
         Viewer,
     },
 };
 
 use crate::{
-    accounts,
+    accounts::{self, platform},
     clock::Timestamp,
     context::Ctx,
     replay,
@@ -20,7 +21,7 @@ use crate::{
 };
 
 fn require_admin(viewer: &Viewer) -> Result<(), AppError> {
-    if viewer.is_admin {
+    if viewer.is_admin && !viewer.portal {
         Ok(())
     } else {
         Err(AppError::Forbidden)
@@ -110,8 +111,8 @@ pub async fn preview(
 pub async fn start(ctx: &Ctx, viewer: &Viewer, form: ReplayForm) -> Result<String, AppError> {
     require_admin(viewer)?;
     let (c, window) = criteria(&form)?;
-    let actor = format!("user:{}", viewer.user_id);
-    let started = replay::start(ctx, &c, &actor, window).await?;
+    let actor = &viewer.actor;
+    let started = replay::start(ctx, &c, actor, window).await?;
     Ok(started.id)
 }
 
@@ -140,7 +141,7 @@ pub async fn status(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<ReplayView, 
 
 pub async fn cancel(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
     require_admin(viewer)?;
-    replay::cancel(ctx, id, &format!("user:{}", viewer.user_id)).await?;
+    replay::cancel(ctx, id, &viewer.actor).await?;
     Ok(())
 }
 
@@ -152,4 +153,32 @@ pub async fn audit(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ReplayView>, AppErr
         .into_iter()
         .map(|r| view_of(r, ReplayProgress::default()))
         .collect())
+}
+
+pub async fn platform_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError> {
+    require_admin(viewer)?;
+    Ok(platform::keys(&ctx.store)
+        .await?
+        .into_iter()
+        .map(|k| ApiKeyView {
+            id: k.id,
+            prefix: k.prefix,
+            created_at: k.created_at,
+            revoked_at: k.revoked_at,
+        })
+        .collect())
+}
+
+pub async fn create_platform_key(ctx: &Ctx, viewer: &Viewer) -> Result<String, AppError> {
+    require_admin(viewer)?;
+    let key = platform::create_key(&ctx.store, ctx.clock.now()).await?;
+    tracing::info!(actor = %viewer.actor, "platform key created");
+    Ok(key.key)
+}
+
+pub async fn revoke_platform_key(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+    require_admin(viewer)?;
+    platform::revoke_key(&ctx.store, id, ctx.clock.now()).await?;
+    tracing::info!(actor = %viewer.actor, key = %id, "platform key revoked");
+    Ok(())
 }

@@ -200,7 +200,6 @@ fn shell_quote(s: &str) -> String {
 }
 
 pub async fn resend(ctx: &Ctx, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
-    let actor = format!("user:{}", viewer.user_id);
-    replay::resend(ctx, &viewer.account_id, delivery_id, &actor).await?;
+    replay::resend(ctx, &viewer.account_id, delivery_id, &viewer.actor).await?;
     Ok(())
 }

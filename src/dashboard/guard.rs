@@ -1,4 +1,5 @@
-//! Resolves the session to a `Viewer` and keeps pages behind sign-in.
+//! Resolves the session (a user's, or a portal link's) to a `Viewer` and
+//! keeps pages behind sign-in.
 
 use std::sync::Arc;
 
@@ -15,7 +16,10 @@ use crate::{
     accounts,
     clock::Timestamp,
     context::Ctx,
-    dashboard::session::{SEEN_AT_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
+    dashboard::{
+        portal,
+        session::{SEEN_AT_KEY, SESSION_EPOCH_KEY, SIGNED_IN_AT_KEY, USER_ID_KEY},
+    },
     error::Error,
 };
 
@@ -47,69 +51,118 @@ async fn still_fresh(ctx: &Ctx, session: &Session) -> bool {
     true
 }
 
-/// Stamps a new sign-in for the timeouts.
+/// Stamps a new sign-in: for the timeouts, and the user's session epoch
+/// (a password reset moves it on, ending the session).
 pub async fn start_timeouts(
     session: &Session,
     now: Timestamp,
+    epoch: i64,
 ) -> Result<(), tower_sessions::session::Error> {
     session.insert(SIGNED_IN_AT_KEY, now.millis()).await?;
+    session.insert(SESSION_EPOCH_KEY, epoch).await?;
     session.insert(SEEN_AT_KEY, now.millis()).await
 }
 
-/// Puts the signed-in user, if any, into the request's extensions, where
-/// handlers and server functions find it.
+/// Puts who is signed in, if anyone, into the request's extensions, where
+/// handlers and server functions find it: a portal session (its cookie
+/// wins: the link was just opened for this account), else a user's.
+/// Responses to portal sessions are marked frameable for the embedding
+/// origins.
 pub async fn load_viewer(
     State(ctx): State<Arc<Ctx>>,
     session: Session,
     mut req: Request,
     next: Next,
 ) -> Response {
+    let viewer = match portal::viewer(&ctx, req.headers()).await {
+        Some(v) => Some(v),
+        None => user_viewer(&ctx, &session).await,
+    };
+    let frameable = viewer.as_ref().is_some_and(|v| v.portal);
+    if let Some(viewer) = viewer {
+        req.extensions_mut().insert(viewer);
+    }
+    let mut res = next.run(req).await;
+    if frameable {
+        res.extensions_mut().insert(Frameable);
+    }
+    res
+}
+
+async fn user_viewer(ctx: &Ctx, session: &Session) -> Option<Viewer> {
     let user_id = match session.get::<String>(USER_ID_KEY).await {
-        Ok(id) => id,
+        Ok(id) => id?,
         Err(e) => {
             tracing::warn!(error = %e, "could not read session");
-            None
+            return None;
         }
     };
-    let user_id = match user_id {
-        Some(id) if still_fresh(&ctx, &session).await => Some(id),
-        Some(_) => {
-            // Timed out: the record goes, so the old cookie opens nothing.
-            tracing::info!("session timed out");
-            let _ = session.flush().await;
-            None
-        }
-        None => None,
-    };
-    if let Some(user_id) = user_id {
-        match accounts::user(&ctx.store, &user_id).await {
-            Ok(user) => {
-                req.extensions_mut().insert(Viewer {
-                    is_admin: user.is_admin(),
-                    user_id: user.id,
-                    account_id: user.account_id,
-                });
-            }
-            Err(Error::NotFound(_)) => {
-                // The user was deleted: the session means nothing any more.
-                let _ = session.flush().await;
-            }
-            Err(e) => tracing::error!(error = %e, "could not load session user"),
-        }
+    if !still_fresh(ctx, session).await {
+        // Timed out: the record goes, so the old cookie opens nothing.
+        tracing::info!("session timed out");
+        let _ = session.flush().await;
+        return None;
     }
-    next.run(req).await
+    let user = match accounts::user(&ctx.store, &user_id).await {
+        Ok(user) => user,
+        Err(Error::NotFound(_)) => {
+            // The user was deleted: the session means nothing any more.
+            let _ = session.flush().await;
+            return None;
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not load session user");
+            return None;
+        }
+    };
+    // Sessions from before a password reset are over.
+    let epoch = session
+        .get::<i64>(SESSION_EPOCH_KEY)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(0);
+    if epoch != user.session_epoch {
+        tracing::info!(user = %user.id, "session ended by a password reset");
+        let _ = session.flush().await;
+        return None;
+    }
+    Some(Viewer {
+        actor: format!("user:{}", user.id),
+        is_admin: user.is_admin(),
+        role: super::app_role(user.account_role),
+        user_id: Some(user.id),
+        account_id: user.account_id,
+        return_url: None,
+        portal: false,
+    })
 }
+
+/// On a response: the viewer was a portal session, which the embedding
+/// origins may show in a frame.
+#[derive(Debug, Clone, Copy)]
+pub struct Frameable;
 
 /// Paths anyone may fetch: sign in, static assets, server functions and the
 /// API (which answer 401 themselves), health and metrics.
 fn is_public(path: &str) -> bool {
     path == "/login"
+        || path == "/forgot-password"
         || path == "/healthz"
         || path == "/metrics"
         || path == "/favicon.svg"
-        || ["/pkg/", "/api/", "/_fn/"]
-            .iter()
-            .any(|p| path.starts_with(p))
+        || path == "/logo.svg"
+        || path == "/logo.png"
+        || [
+            "/pkg/",
+            "/api/",
+            "/_fn/",
+            "/portal/",
+            "/invitations/",
+            "/reset-password/",
+        ]
+        .iter()
+        .any(|p| path.starts_with(p))
 }
 
 pub async fn require_session_for_pages(req: Request, next: Next) -> Response {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::{
     extract::State,
-    http::StatusCode,
+    http::{header, HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
     Form,
 };
@@ -15,8 +15,10 @@ use tower_sessions::Session;
 use crate::{
     accounts::{self, SignIn},
     auth::password,
+    clock::Timestamp,
     context::Ctx,
-    dashboard::{guard, session::USER_ID_KEY},
+    dashboard::{guard, portal, session::USER_ID_KEY},
+    store::User,
 };
 
 #[derive(Deserialize)]
@@ -73,16 +75,7 @@ pub async fn login(
         }
         SignIn::Refused => return failed(&form.next),
     };
-    // A new id at sign-in: a session id planted before login is worthless after.
-    if let Err(e) = session.cycle_id().await {
-        tracing::error!(error = %e, "login: could not cycle session id");
-        return failed(&form.next);
-    }
-    let stored = match session.insert(USER_ID_KEY, &user.id).await {
-        Ok(()) => guard::start_timeouts(&session, now).await,
-        Err(e) => Err(e),
-    };
-    if let Err(e) = stored {
+    if let Err(e) = start_session(&session, &user, now).await {
         tracing::error!(error = %e, "login: could not store session");
         return failed(&form.next);
     }
@@ -90,12 +83,31 @@ pub async fn login(
     Redirect::to(safe_next(&form.next)).into_response()
 }
 
-pub async fn logout(session: Session) -> Response {
+/// Signs `user` into this browser's session, under a new session id: an
+/// id planted before is worthless after.
+pub async fn start_session(
+    session: &Session,
+    user: &User,
+    now: Timestamp,
+) -> Result<(), tower_sessions::session::Error> {
+    session.cycle_id().await?;
+    session.insert(USER_ID_KEY, &user.id).await?;
+    guard::start_timeouts(session, now, user.session_epoch).await
+}
+
+pub async fn logout(State(ctx): State<Arc<Ctx>>, session: Session, headers: HeaderMap) -> Response {
     // Deletes the record server-side; the old cookie no longer opens anything.
     if let Err(e) = session.flush().await {
         tracing::error!(error = %e, "logout: could not delete session");
     }
-    Redirect::to("/login").into_response()
+    match portal::sign_out(&ctx, &headers).await {
+        Some(cookie) => {
+            let mut res = Redirect::to("/login").into_response();
+            res.headers_mut().append(header::SET_COOKIE, cookie);
+            res
+        }
+        None => Redirect::to("/login").into_response(),
+    }
 }
 
 #[cfg(test)]

@@ -1,15 +1,17 @@
 //! Browser-facing protections: cross-site form posts refused, and security
 //! headers on every response.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use axum::{
-    extract::Request,
+    extract::{Request, State},
     http::{header, HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
 use leptos::prelude::use_context;
+
+use super::guard::Frameable;
 
 /// Scripts only from here and the wasm module, plus, on pages Leptos
 /// renders, the inline hydration scripts carrying that response's nonce.
@@ -38,17 +40,41 @@ pub fn set_page_policy() {
     }
 }
 
-pub async fn security_headers(req: Request, next: Next) -> Response {
+/// Every response: a CSP (pages set their own, with a nonce), no sniffing,
+/// no framing. A response to a portal session may be framed by the
+/// `--embed-origins`, and only by them; without any, nothing may frame it.
+pub async fn security_headers(
+    State(embed_origins): State<Arc<Vec<String>>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let mut res = next.run(req).await;
+    let frameable = res.extensions().get::<Frameable>().is_some() && !embed_origins.is_empty();
     let headers = res.headers_mut();
     headers
         .entry(header::CONTENT_SECURITY_POLICY)
         .or_insert_with(|| DEFAULT_POLICY.clone());
+    if frameable {
+        let policy = headers
+            .get(header::CONTENT_SECURITY_POLICY)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .replace(
+                "frame-ancestors 'none'",
+                &format!("frame-ancestors {}", embed_origins.join(" ")),
+            );
+        if let Ok(value) = HeaderValue::from_str(&policy) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, value);
+        }
+    }
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // X-Frame-Options has no allow-list; frame-ancestors says who may.
+    if !frameable {
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    }
     headers.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("same-origin"),

@@ -14,6 +14,8 @@ pub const USER_ID_KEY: &str = "user_id";
 /// clock (milliseconds), for the absolute and idle timeouts.
 pub const SIGNED_IN_AT_KEY: &str = "signed_in_at";
 pub const SEEN_AT_KEY: &str = "seen_at";
+/// The user's session epoch at sign-in; a password reset moves it on.
+pub const SESSION_EPOCH_KEY: &str = "session_epoch";
 pub const COOKIE_NAME: &str = "dakghar_session";
 /// Over https the browser only accepts this name with `Secure`, `Path=/`
 /// and no `Domain`: a sibling subdomain cannot plant or shadow it.

@@ -78,10 +78,13 @@ impl Mailer {
     }
 
     async fn send_one(&self, store: &Store, n: &Notification) -> Result<(), String> {
-        let emails = store
-            .account_emails(&n.account_id)
-            .await
-            .map_err(|e| e.to_string())?;
+        let emails = match &n.recipient {
+            Some(one) => vec![one.clone()],
+            None => store
+                .account_emails(&n.account_id)
+                .await
+                .map_err(|e| e.to_string())?,
+        };
         let mut message = Message::builder()
             .from(self.from.clone())
             .subject(n.subject.clone())
@@ -111,16 +114,17 @@ impl Mailer {
     }
 }
 
-/// Sends the outbox every `every` until `shutdown`.
+/// Sends the outbox every `every`, and when woken, until `shutdown`.
 pub fn spawn(
     mailer: Mailer,
     store: Store,
     clock: SharedClock,
     every: Duration,
+    wake: std::sync::Arc<tokio::sync::Notify>,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let mailer = std::sync::Arc::new(mailer);
-    super::every(every, shutdown, move || {
+    super::every_or_woken(every, Some(wake), shutdown, move || {
         let (mailer, store, clock) = (mailer.clone(), store.clone(), clock.clone());
         async move {
             if let Err(e) = mailer.send_due(&store, clock.now()).await {

@@ -1,19 +1,80 @@
-//! Accounts (tenants), their dashboard users and their API keys.
+//! Accounts (tenants): created, found by id, name or the platform's
+//! external id, listed, changed, and deleted in batches.
 
-use super::{conflict_as, expect_one, Account, ApiKey, Pool, Result, Role, Store, User};
+use super::{conflict_as, Account, Pool, Result, Store};
 use crate::{clock::Timestamp, ids};
 
 impl Store {
     pub async fn create_account(&self, name: &str, now: Timestamp) -> Result<Account> {
-        let sql = "INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3) RETURNING *";
+        self.create_account_with(name, None, now).await
+    }
+
+    /// A new account, with the platform's own id for it if given; names and
+    /// external ids are each unique.
+    pub async fn create_account_with(
+        &self,
+        name: &str,
+        external_id: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Account> {
+        let sql = "INSERT INTO accounts (id, name, external_id, created_at) \
+                   VALUES ($1, $2, $3, $4) RETURNING *";
         let id = ids::new_id(ids::ACCOUNT);
         on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
             .bind(&id)
             .bind(name)
+            .bind(external_id)
             .bind(now.millis())
             .fetch_one(p)
             .await)
-        .map_err(|e| conflict_as(e, "an account with this name"))
+        .map_err(|e| conflict_as(e, "an account with this name or external_id"))
+    }
+
+    /// The account a platform names: its Dakghar id or its external id.
+    pub async fn account_by_ref(&self, reference: &str) -> Result<Account> {
+        let sql = "SELECT * FROM accounts WHERE id = $1 OR external_id = $1 \
+                   ORDER BY CASE WHEN id = $1 THEN 0 ELSE 1 END LIMIT 1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(reference)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    /// A page of accounts in creation order, after `(created_at, id)`.
+    pub async fn accounts_page(
+        &self,
+        after: Option<&(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<Account>> {
+        let sql = "SELECT * FROM accounts \
+                   WHERE ($1 IS NULL OR created_at > $1 OR (created_at = $1 AND id > $2)) \
+                   ORDER BY created_at, id LIMIT $3";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(after.map(|(at, _)| *at))
+            .bind(after.map(|(_, id)| id.as_str()))
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// Renames the account or sets its external id (`Some(None)` clears it).
+    pub async fn update_account(
+        &self,
+        id: &str,
+        name: Option<&str>,
+        external_id: Option<Option<&str>>,
+    ) -> Result<Account> {
+        let sql = "UPDATE accounts SET name = COALESCE($1, name), \
+                   external_id = CASE WHEN $2 THEN $3 ELSE external_id END \
+                   WHERE id = $4 RETURNING *";
+        on_pool!(self, |p| sqlx::query_as::<_, Account>(sql)
+            .bind(name)
+            .bind(external_id.is_some())
+            .bind(external_id.flatten())
+            .bind(id)
+            .fetch_one(p)
+            .await)
+        .map_err(|e| conflict_as(e, "an account with this name or external_id"))
     }
 
     pub async fn account(&self, id: &str) -> Result<Account> {
@@ -38,118 +99,100 @@ impl Store {
             .fetch_all(p)
             .await)?)
     }
+}
 
-    // ---- users -----------------------------------------------------------
+/// What deleting an account removed, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub events: u64,
+    pub deliveries: u64,
+    pub attempts: u64,
+    pub endpoints: u64,
+    pub users: u64,
+}
 
-    pub async fn create_user(
-        &self,
-        account_id: &str,
-        email: &str,
-        password_hash: &str,
-        role: Role,
-        now: Timestamp,
-    ) -> Result<User> {
-        let sql = "INSERT INTO users (id, account_id, email, password_hash, role, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING *";
-        let id = ids::new_id(ids::USER);
-        on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
-            .bind(&id)
-            .bind(account_id)
-            .bind(email)
-            .bind(password_hash)
-            .bind(role.as_str())
-            .bind(now.millis())
-            .fetch_one(p)
-            .await)
-        .map_err(|e| conflict_as(e, "a user with this email"))
+/// Rows deleted per statement: each is a short transaction of its own, so
+/// other writers (on SQLite, the one writer) get their turn between them.
+const DELETE_BATCH: i64 = 1_000;
+
+impl Store {
+    /// Deletes the account and everything of it, a batch at a time; its
+    /// keys and links go first, so nothing new arrives meanwhile.
+    pub async fn delete_account(&self, id: &str) -> Result<Deleted> {
+        self.account(id).await?;
+        let mut gone = Deleted::default();
+        for sql in [
+            "DELETE FROM api_keys WHERE account_id = $1",
+            "DELETE FROM access_links WHERE account_id = $1",
+            "DELETE FROM portal_sessions WHERE account_id = $1",
+        ] {
+            self.delete_rows(sql, id).await?;
+        }
+        let attempts = "DELETE FROM attempts WHERE delivery_id IN \
+                        (SELECT id FROM deliveries WHERE account_id = $1 LIMIT $2)";
+        let deliveries = "DELETE FROM deliveries WHERE id IN \
+                          (SELECT id FROM deliveries WHERE account_id = $1 LIMIT $2)";
+        loop {
+            gone.attempts += self.delete_batch(attempts, id).await?;
+            let n = self.delete_batch(deliveries, id).await?;
+            gone.deliveries += n;
+            if n == 0 {
+                break;
+            }
+        }
+        gone.events = self
+            .delete_until_none(
+                "DELETE FROM events WHERE account_id = $1 AND id IN \
+                 (SELECT id FROM events WHERE account_id = $1 LIMIT $2)",
+                id,
+            )
+            .await?;
+        gone.endpoints = self
+            .delete_until_none(
+                "DELETE FROM endpoints WHERE id IN \
+                 (SELECT id FROM endpoints WHERE account_id = $1 LIMIT $2)",
+                id,
+            )
+            .await?;
+        self.delete_until_none(
+            "DELETE FROM notifications WHERE id IN \
+             (SELECT id FROM notifications WHERE account_id = $1 LIMIT $2)",
+            id,
+        )
+        .await?;
+        gone.users = self
+            .delete_rows("DELETE FROM users WHERE account_id = $1", id)
+            .await?;
+        self.delete_rows("DELETE FROM accounts WHERE id = $1", id)
+            .await?;
+        Ok(gone)
     }
 
-    pub async fn user(&self, id: &str) -> Result<User> {
-        let sql = "SELECT * FROM users WHERE id = $1";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+    async fn delete_until_none(&self, sql: &str, id: &str) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let n = self.delete_batch(sql, id).await?;
+            total += n;
+            if n == 0 {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn delete_batch(&self, sql: &str, id: &str) -> Result<u64> {
+        Ok(on_writer!(self, |p| sqlx::query(sql)
             .bind(id)
-            .fetch_one(p)
-            .await)?)
-    }
-
-    pub async fn user_by_email(&self, email: &str) -> Result<User> {
-        let sql = "SELECT * FROM users WHERE email = $1";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
-            .bind(email)
-            .fetch_one(p)
-            .await)?)
-    }
-
-    pub async fn set_password(&self, user_id: &str, password_hash: &str) -> Result<()> {
-        let sql = "UPDATE users SET password_hash = $1 WHERE id = $2";
-        let n = on_pool!(self, |p| sqlx::query(sql)
-            .bind(password_hash)
-            .bind(user_id)
+            .bind(DELETE_BATCH)
             .execute(p)
             .await
-            .map(|r| r.rows_affected()))?;
-        expect_one(n)
+            .map(|r| r.rows_affected()))?)
     }
 
-    pub async fn count_users(&self) -> Result<i64> {
-        let sql = "SELECT COUNT(*) FROM users";
-        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
-            .fetch_one(p)
-            .await)?)
-    }
-
-    // ---- API keys --------------------------------------------------------
-
-    pub async fn create_api_key(
-        &self,
-        account_id: &str,
-        prefix: &str,
-        key_hash: &str,
-        is_admin: bool,
-        now: Timestamp,
-    ) -> Result<ApiKey> {
-        let sql = "INSERT INTO api_keys (id, account_id, prefix, key_hash, is_admin, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING *";
-        let id = ids::new_id(ids::API_KEY);
-        on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
-            .bind(&id)
-            .bind(account_id)
-            .bind(prefix)
-            .bind(key_hash)
-            .bind(is_admin)
-            .bind(now.millis())
-            .fetch_one(p)
-            .await)
-        .map_err(|e| conflict_as(e, "an API key with this hash"))
-    }
-
-    /// A key that exists and is not revoked.
-    pub async fn active_api_key(&self, key_hash: &str) -> Result<ApiKey> {
-        let sql = "SELECT * FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
-            .bind(key_hash)
-            .fetch_one(p)
-            .await)?)
-    }
-
-    pub async fn list_api_keys(&self, account_id: &str) -> Result<Vec<ApiKey>> {
-        let sql = "SELECT * FROM api_keys WHERE account_id = $1 ORDER BY created_at DESC, id";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
-            .bind(account_id)
-            .fetch_all(p)
-            .await)?)
-    }
-
-    pub async fn revoke_api_key(&self, account_id: &str, id: &str, now: Timestamp) -> Result<()> {
-        let sql = "UPDATE api_keys SET revoked_at = $1 \
-                   WHERE account_id = $2 AND id = $3 AND revoked_at IS NULL";
-        let done = on_pool!(self, |p| sqlx::query(sql)
-            .bind(now.millis())
-            .bind(account_id)
+    async fn delete_rows(&self, sql: &str, id: &str) -> Result<u64> {
+        Ok(on_writer!(self, |p| sqlx::query(sql)
             .bind(id)
             .execute(p)
             .await
-            .map(|r| r.rows_affected()))?;
-        expect_one(done)
+            .map(|r| r.rows_affected()))?)
     }
 }

@@ -90,6 +90,31 @@ text_enum! {
 }
 
 text_enum! {
+    /// A user's role in their account (SPEC §10). Installation admins are
+    /// `users.role`, apart from this.
+    AccountRole as "account role" {
+        /// The team, API keys, everything.
+        Owner = "owner",
+        /// Endpoints, secrets, resend.
+        Developer = "developer",
+        /// Reads only.
+        Viewer = "viewer",
+    }
+}
+
+text_enum! {
+    /// What a single-use link does when it is opened.
+    LinkKind as "link kind" {
+        /// Joins the account with a role, once a password is set (72 h).
+        Invitation = "invitation",
+        /// Sets a new password and ends the user's sessions (30 min).
+        PasswordReset = "password_reset",
+        /// Signs a browser into the account with a role until its ttl.
+        Portal = "portal",
+    }
+}
+
+text_enum! {
     /// The endpoint's circuit breaker (SPEC §4).
     CircuitState as "circuit state" {
         Closed = "closed",
@@ -105,6 +130,8 @@ pub struct Account {
     pub id: String,
     pub name: String,
     pub created_at: i64,
+    /// The platform's own id for this customer, unique when set.
+    pub external_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +158,11 @@ pub struct User {
     pub password_hash: String,
     pub role: String,
     pub created_at: i64,
+    /// What the user may do in their account (an admin's role too).
+    #[sqlx(try_from = "String")]
+    pub account_role: AccountRole,
+    /// Sessions signed in at an older epoch are over (a password reset).
+    pub session_epoch: i64,
 }
 
 impl User {
@@ -148,6 +180,45 @@ pub struct ApiKey {
     pub is_admin: bool,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+}
+
+/// A key of the platform: it acts on any account.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct PlatformKey {
+    pub id: String,
+    pub prefix: String,
+    pub key_hash: String,
+    pub created_at: i64,
+    pub revoked_at: Option<i64>,
+}
+
+/// A single-use link; `secret_hash` is all that is kept of its secret.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct AccessLink {
+    pub id: String,
+    #[sqlx(try_from = "String")]
+    pub kind: LinkKind,
+    pub secret_hash: String,
+    pub account_id: String,
+    pub user_id: Option<String>,
+    pub email: Option<String>,
+    pub role: Option<String>,
+    pub return_url: Option<String>,
+    pub created_by: String,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+/// A browser signed in through a portal link.
+#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+pub struct PortalSession {
+    pub link_id: String,
+    pub account_id: String,
+    #[sqlx(try_from = "String")]
+    pub role: AccountRole,
+    pub return_url: Option<String>,
+    pub expires_at: i64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -262,6 +333,8 @@ pub struct Notification {
     pub send_attempts: i64,
     pub next_send_at: Option<i64>,
     pub last_send_error: Option<String>,
+    /// For one person only (an invitation, a reset), not the account.
+    pub recipient: Option<String>,
 }
 
 /// One line of the replay audit log: who resent what, and how many.

@@ -5,6 +5,7 @@ use super::{Notification, Pool, Result, Store};
 use crate::{clock::Timestamp, ids};
 
 impl Store {
+    /// An alert for every user of the account.
     pub async fn add_notification(
         &self,
         account_id: &str,
@@ -14,12 +15,43 @@ impl Store {
         body: &str,
         now: Timestamp,
     ) -> Result<Notification> {
-        let sql = "INSERT INTO notifications (id, account_id, endpoint_id, kind, subject, body, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *";
+        self.queue_email(account_id, endpoint_id, None, kind, subject, body, now)
+            .await
+    }
+
+    /// An email to one person about the account (an invitation, a reset);
+    /// it never shows on the account's notifications page.
+    pub async fn add_personal_email(
+        &self,
+        account_id: &str,
+        recipient: &str,
+        kind: &str,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<Notification> {
+        self.queue_email(account_id, None, Some(recipient), kind, subject, body, now)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)] // the columns of one row
+    async fn queue_email(
+        &self,
+        account_id: &str,
+        endpoint_id: Option<&str>,
+        recipient: Option<&str>,
+        kind: &str,
+        subject: &str,
+        body: &str,
+        now: Timestamp,
+    ) -> Result<Notification> {
+        let sql = "INSERT INTO notifications (id, account_id, endpoint_id, recipient, kind, \
+                   subject, body, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING *";
         Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
             .bind(ids::new_id(ids::NOTIFICATION))
             .bind(account_id)
             .bind(endpoint_id)
+            .bind(recipient)
             .bind(kind)
             .bind(subject)
             .bind(body)
@@ -29,7 +61,8 @@ impl Store {
     }
 
     pub async fn notifications(&self, account_id: &str) -> Result<Vec<Notification>> {
-        let sql = "SELECT * FROM notifications WHERE account_id = $1 ORDER BY created_at DESC, id";
+        let sql = "SELECT * FROM notifications WHERE account_id = $1 AND recipient IS NULL \
+                   ORDER BY created_at DESC, id";
         Ok(on_pool!(self, |p| sqlx::query_as::<_, Notification>(sql)
             .bind(account_id)
             .fetch_all(p)
@@ -74,11 +107,15 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Sent. A personal email's body goes: its link is the recipient's
+    /// alone, and a copy in the database would outlive the need for it.
     pub async fn mark_sent(&self, id: &str, now: Timestamp) -> Result<()> {
-        let sql = "UPDATE notifications SET sent_at = $1, last_send_error = NULL WHERE id = $2";
+        let sql = "UPDATE notifications SET sent_at = $1, last_send_error = NULL, \
+                   body = CASE WHEN recipient IS NULL THEN body ELSE $3 END WHERE id = $2";
         on_pool!(self, |p| sqlx::query(sql)
             .bind(now.millis())
             .bind(id)
+            .bind("(sent; the link is not kept)")
             .execute(p)
             .await
             .map(|_| ()))?;

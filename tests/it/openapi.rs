@@ -34,33 +34,73 @@ async fn the_openapi_document_covers_every_route_and_matches_the_answers(store: 
         .unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
 
-    let expected = [
-        ("post", "/api/v1/events"),
-        ("get", "/api/v1/events"),
-        ("get", "/api/v1/events/{id}"),
-        ("post", "/api/v1/deliveries/{id}/resend"),
-        ("post", "/api/v1/endpoints"),
-        ("get", "/api/v1/endpoints"),
-        ("get", "/api/v1/endpoints/{id}"),
-        ("patch", "/api/v1/endpoints/{id}"),
-        ("delete", "/api/v1/endpoints/{id}"),
-        ("post", "/api/v1/endpoints/{id}/pause"),
-        ("post", "/api/v1/endpoints/{id}/resume"),
-        ("post", "/api/v1/endpoints/{id}/rotate-secret"),
-        ("get", "/api/v1/endpoints/{id}/health"),
+    // An account's routes, at /api/v1 with its key and again under
+    // /api/v1/accounts/{account} for a platform key.
+    let account_routes = [
+        ("post", "/events"),
+        ("get", "/events"),
+        ("get", "/events/{id}"),
+        ("post", "/deliveries/{id}/resend"),
+        ("post", "/endpoints"),
+        ("get", "/endpoints"),
+        ("get", "/endpoints/{id}"),
+        ("patch", "/endpoints/{id}"),
+        ("delete", "/endpoints/{id}"),
+        ("post", "/endpoints/{id}/pause"),
+        ("post", "/endpoints/{id}/resume"),
+        ("post", "/endpoints/{id}/rotate-secret"),
+        ("get", "/endpoints/{id}/health"),
+    ];
+    let mut expected: Vec<(&str, String)> = Vec::new();
+    for prefix in ["/api/v1", "/api/v1/accounts/{account}"] {
+        for (method, path) in account_routes {
+            expected.push((method, format!("{prefix}{path}")));
+        }
+    }
+    for (method, path) in [
         ("post", "/api/v1/admin/replays"),
         ("get", "/api/v1/admin/replays"),
         ("get", "/api/v1/admin/replays/{id}"),
         ("post", "/api/v1/admin/replays/{id}/cancel"),
-    ];
-    for (method, path) in expected {
-        let op = &doc["paths"][path][method];
+        ("post", "/api/v1/accounts"),
+        ("get", "/api/v1/accounts"),
+        ("get", "/api/v1/accounts/{account}"),
+        ("patch", "/api/v1/accounts/{account}"),
+        ("delete", "/api/v1/accounts/{account}"),
+        ("post", "/api/v1/accounts/{account}/users"),
+        ("post", "/api/v1/accounts/{account}/portal-sessions"),
+    ] {
+        expected.push((method, path.to_string()));
+    }
+    for (method, path) in &expected {
+        let op = &doc["paths"][path.as_str()][*method];
         assert!(op.is_object(), "{method} {path} documented");
         assert!(
             !op["summary"].as_str().unwrap_or_default().is_empty(),
             "{method} {path} has a summary"
         );
+        if path.contains("{account}") {
+            let names: Vec<&str> = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            assert!(
+                names.contains(&"account"),
+                "{method} {path} names its account"
+            );
+        }
     }
+    let ids: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .filter_map(|op| op["operationId"].as_str())
+        .collect();
+    let unique: BTreeSet<&str> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "every operation id is its own");
     let documented: usize = doc["paths"]
         .as_object()
         .unwrap()

@@ -11,19 +11,19 @@ use crate::{
 #[server(prefix = "/_fn", endpoint = "endpoints")]
 pub async fn list_endpoints() -> Result<Vec<EndpointSummary>, AppError> {
     let (services, viewer) = crate::port::services()?;
-    services.list_endpoints(&viewer).await
+    crate::port::answered(services.list_endpoints(&viewer).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint")]
 pub async fn get_endpoint(id: String) -> Result<EndpointDetail, AppError> {
     let (services, viewer) = crate::port::services()?;
-    services.endpoint_detail(&viewer, &id).await
+    crate::port::answered(services.endpoint_detail(&viewer, &id).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_create")]
 pub async fn create_endpoint(form: NewEndpointForm) -> Result<String, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    let id = services.create_endpoint(&viewer, form).await?;
+    let id = crate::port::answered(services.create_endpoint(&viewer, form).await)?;
     leptos_axum::redirect(&format!("/endpoints/{id}"));
     Ok(id)
 }
@@ -31,7 +31,7 @@ pub async fn create_endpoint(form: NewEndpointForm) -> Result<String, AppError> 
 #[server(prefix = "/_fn", endpoint = "endpoint_delete")]
 pub async fn delete_endpoint(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.delete_endpoint(&viewer, &id).await?;
+    crate::port::answered(services.delete_endpoint(&viewer, &id).await)?;
     leptos_axum::redirect("/endpoints");
     Ok(())
 }
@@ -39,19 +39,19 @@ pub async fn delete_endpoint(id: String) -> Result<(), AppError> {
 #[server(prefix = "/_fn", endpoint = "endpoint_pause")]
 pub async fn pause_endpoint(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.set_endpoint_paused(&viewer, &id, true).await
+    crate::port::answered(services.set_endpoint_paused(&viewer, &id, true).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_resume")]
 pub async fn resume_endpoint(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.set_endpoint_paused(&viewer, &id, false).await
+    crate::port::answered(services.set_endpoint_paused(&viewer, &id, false).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_rotate")]
 pub async fn rotate_secret(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.rotate_secret(&viewer, &id).await
+    crate::port::answered(services.rotate_secret(&viewer, &id).await)
 }
 
 /// A POST, refused cross-site: the secret is the one thing that must
@@ -59,11 +59,11 @@ pub async fn rotate_secret(id: String) -> Result<(), AppError> {
 #[server(prefix = "/_fn", endpoint = "endpoint_secret")]
 pub async fn reveal_secret(id: String) -> Result<String, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.reveal_secret(&viewer, &id).await
+    crate::port::answered(services.reveal_secret(&viewer, &id).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_test")]
 pub async fn send_test_event(id: String) -> Result<String, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    services.send_test_event(&viewer, &id).await
+    crate::port::answered(services.send_test_event(&viewer, &id).await)
 }

@@ -10,13 +10,13 @@ use crate::{
 #[server(prefix = "/_fn", endpoint = "events")]
 pub async fn list_events(#[server(default)] query: EventsQuery) -> Result<EventsList, AppError> {
     let (services, viewer) = crate::port::services()?;
-    services.list_events(&viewer, query).await
+    crate::port::answered(services.list_events(&viewer, query).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "event")]
 pub async fn get_event(id: String) -> Result<EventDetail, AppError> {
     let (services, viewer) = crate::port::services()?;
-    services.event_detail(&viewer, &id).await
+    crate::port::answered(services.event_detail(&viewer, &id).await)
 }
 
 /// Resend one finished delivery (SPEC §5); over the per-endpoint limit the
@@ -24,7 +24,7 @@ pub async fn get_event(id: String) -> Result<EventDetail, AppError> {
 #[server(prefix = "/_fn", endpoint = "resend")]
 pub async fn resend_delivery(delivery_id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    let result = services.resend(&viewer, &delivery_id).await;
+    let result = crate::port::answered(services.resend(&viewer, &delivery_id).await);
     if let Err(e) = &result {
         crate::port::answer_rate_limited(e);
     }

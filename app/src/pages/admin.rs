@@ -5,8 +5,13 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::{
-    api::admin::{audit_log, get_admin_overview},
-    components::layout::{ErrorNotice, Layout},
+    api::admin::{
+        audit_log, get_admin_overview, list_platform_keys, CreatePlatformKey, RevokePlatformKey,
+    },
+    components::{
+        copy_button::CopyButton,
+        layout::{ErrorNotice, Layout},
+    },
     format,
 };
 
@@ -67,7 +72,79 @@ pub fn AdminPage() -> impl IntoView {
                     }
                 })}
             </Suspense>
+            <PlatformKeys />
         </Layout>
+    }
+}
+
+/// Platform keys: they act on any account, for the platform's backend.
+#[component]
+fn PlatformKeys() -> impl IntoView {
+    let create = ServerAction::<CreatePlatformKey>::new();
+    let revoke = ServerAction::<RevokePlatformKey>::new();
+    let keys = Resource::new(
+        move || (create.version().get(), revoke.version().get()),
+        |_| list_platform_keys(),
+    );
+    let created = move || match create.value().get() {
+        Some(Ok(key)) => Some(
+            view! {
+                <div class="notice ok" data-testid="new-platform-key">
+                    <p>"The new platform key. Copy it now: it is shown only this once."</p>
+                    <code class="secret">{key.clone()}</code>
+                    <CopyButton text=key label="Copy key" />
+                </div>
+            }
+            .into_any(),
+        ),
+        Some(Err(e)) => Some(view! { <ErrorNotice error=e /> }.into_any()),
+        None => None,
+    };
+    view! {
+        <section class="card">
+            <div class="page-head">
+                <h2>"Platform keys"</h2>
+                <ActionForm action=create>
+                    <button type="submit" class="button primary small" data-testid="create-platform-key">
+                        "Create platform key"
+                    </button>
+                </ActionForm>
+            </div>
+            <p class="muted small">
+                "A platform key acts on every account at /api/v1/accounts/…: onboard customers, send their events, open their portal."
+            </p>
+            {created}
+            <Transition fallback=|| ()>
+                {move || Suspend::new(async move {
+                    match keys.await {
+                        Ok(keys) => view! {
+                            <ul class="plain">
+                                {keys.into_iter().map(|k| {
+                                    let id = k.id.clone();
+                                    view! {
+                                        <li data-testid="platform-key-row">
+                                            <code>{format!("{}…", k.prefix)}</code>
+                                            " " <span class="muted small">{format::time(k.created_at)}</span> " "
+                                            {match k.revoked_at {
+                                                Some(_) => view! { <span class="badge expired">"revoked"</span> }.into_any(),
+                                                None => view! {
+                                                    <ActionForm action=revoke attr:class="inline">
+                                                        <input type="hidden" name="id" value=id />
+                                                        <button type="submit" class="button danger small">"Revoke"</button>
+                                                    </ActionForm>
+                                                }.into_any(),
+                                            }}
+                                        </li>
+                                    }
+                                }).collect_view()}
+                            </ul>
+                        }
+                        .into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </section>
     }
 }
 

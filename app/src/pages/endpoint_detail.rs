@@ -10,7 +10,7 @@ use crate::{
         get_endpoint, DeleteEndpoint, PauseEndpoint, ResumeEndpoint, RevealSecret, RotateSecret,
         SendTestEvent,
     },
-    components::layout::{ErrorNotice, Layout},
+    components::layout::{allowed, ErrorNotice, Layout},
     format,
     model::endpoints::{percent, EndpointDetail},
     pages::endpoints::ConditionBadge,
@@ -146,6 +146,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             <section class="card">
                 <h2>"Actions"</h2>
                 <div class="actions">
+                    {allowed(|m| m.can_change).then(|| view! {
                     {if paused {
                         view! {
                             <ActionForm action=actions.resume>
@@ -167,6 +168,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                         <input type="hidden" name="id" value=id_test />
                         <button type="submit" class="button secondary" data-testid="send-test">"Send test event"</button>
                     </ActionForm>
+                    })}
                 </div>
                 {sent}
                 <p class="muted small">
@@ -183,8 +185,10 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                     <dt>"Max in flight"</dt>
                     <dd>{d.max_in_flight}</dd>
                 </dl>
-                <Secret id=id_secret rotate=actions.rotate previous_until=d.previous_secret_until />
-                <DeleteEndpointForm id=id_delete />
+                {allowed(|m| m.can_see_secrets).then(|| view! {
+                    <Secret id=id_secret rotate=actions.rotate previous_until=d.previous_secret_until />
+                })}
+                {allowed(|m| m.can_change).then(|| view! { <DeleteEndpointForm id=id_delete /> })}
             </section>
         </div>
     }

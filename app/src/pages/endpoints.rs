@@ -5,7 +5,7 @@ use leptos_meta::Title;
 
 use crate::{
     api::endpoints::{list_endpoints, CreateEndpoint},
-    components::layout::{ErrorNotice, Layout},
+    components::layout::{allowed, ErrorNotice, Layout},
     format,
     model::endpoints::{Condition, EndpointSummary},
 };
@@ -35,7 +35,7 @@ pub fn EndpointsPage() -> impl IntoView {
                     }
                 })}
             </Transition>
-            <CreateForm create />
+            {allowed(|m| m.can_change).then(|| view! { <CreateForm create /> })}
         </Layout>
     }
 }

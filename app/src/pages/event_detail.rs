@@ -12,7 +12,7 @@ use crate::{
     api::events::{get_event, ResendDelivery},
     components::{
         copy_button::CopyButton,
-        layout::{ErrorNotice, Layout},
+        layout::{allowed, ErrorNotice, Layout},
     },
     error::AppError,
     format,
@@ -162,6 +162,7 @@ fn DeliveryCard(
     };
     let attempts = delivery.attempts.len();
     let resend_id = delivery.id.clone();
+    let may_resend = allowed(|m| m.can_change);
     view! {
         <section class="card delivery" data-testid="delivery" data-delivery-id=delivery.id>
             <div class="card-head">
@@ -174,7 +175,7 @@ fn DeliveryCard(
                         {delivery.endpoint_url.clone()}
                     </a>
                 </div>
-                <Show when=move || status.can_resend()>
+                <Show when=move || status.can_resend() && may_resend>
                     <ResendButton delivery_id=resend_id.clone() waits resent />
                 </Show>
             </div>

@@ -4,6 +4,8 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
+use crate::components::layout::brand;
+
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let query = use_query_map();
@@ -12,11 +14,18 @@ pub fn LoginPage() -> impl IntoView {
     let throttled = move || error().is_some_and(|e| e == "throttled");
     let wait = move || query.read().get("wait").unwrap_or_else(|| "a few".into());
     let next = move || query.read().get("next").unwrap_or_default();
+    let reset = move || query.read().get("reset").is_some();
+    let name = brand().name;
     view! {
         <Title text="Sign in" />
         <main class="login">
             <form class="card login-card" method="post" action="/login">
-                <h1>"Sign in to Dakghar"</h1>
+                <h1>{format!("Sign in to {name}")}</h1>
+                <Show when=reset>
+                    <p class="notice ok" role="status" data-testid="password-changed">
+                        "Your password is changed and your other sessions are signed out. Sign in with the new one."
+                    </p>
+                </Show>
                 <Show when=failed>
                     <p class="notice error" role="alert">
                         "Invalid email or password."
@@ -43,6 +52,9 @@ pub fn LoginPage() -> impl IntoView {
                 <button type="submit" class="button primary">
                     "Sign in"
                 </button>
+                <p class="muted small">
+                    <a href="/forgot-password">"Forgot password?"</a>
+                </p>
             </form>
         </main>
     }

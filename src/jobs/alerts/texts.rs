@@ -1,6 +1,7 @@
-//! Every alert's words, in one place: what the customer reads in the
-//! dashboard's notifications and in the email. Per endpoint, never per
-//! event (SPEC §6).
+//! Every email's words, in one place: the alerts the customer reads in the
+//! dashboard's notifications and by email (per endpoint, never per event,
+//! SPEC §6), and the personal emails of the team (an invitation, a
+//! password reset).
 
 use crate::{
     clock::Timestamp,
@@ -28,6 +29,27 @@ impl Alert {
             .add_notification(
                 account_id,
                 endpoint_id,
+                self.kind,
+                &self.subject,
+                &self.body,
+                now,
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Writes it to the outbox for `recipient` alone.
+    pub async fn write_to(
+        &self,
+        store: &Store,
+        account_id: &str,
+        recipient: &str,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        store
+            .add_personal_email(
+                account_id,
+                recipient,
                 self.kind,
                 &self.subject,
                 &self.body,
@@ -111,6 +133,35 @@ pub fn redelivering(count: i64, spread: &str) -> Alert {
              spread over {spread} and within each endpoint's rate limit. Expect more traffic \
              than usual at your endpoints meanwhile; each delivery keeps its webhook-id, so \
              receivers that drop duplicates are safe."
+        ),
+    }
+}
+
+/// An invitation to join `account` as `role`, through `link`.
+pub fn invitation(brand: &str, account: &str, role: &str, link: &str, expires_at: i64) -> Alert {
+    Alert {
+        kind: "invitation",
+        subject: format!("You are invited to {account} on {brand}"),
+        body: format!(
+            "You are invited to join {account} as {role}, to follow its webhooks.\n\n\
+             Choose a password here to accept: {link}\n\n\
+             The link works once, until {}. If you did not expect this, ignore it.",
+            Timestamp(expires_at).to_rfc3339()
+        ),
+    }
+}
+
+/// A link to choose a new password.
+pub fn password_reset(brand: &str, link: &str, expires_at: i64) -> Alert {
+    Alert {
+        kind: "password_reset",
+        subject: format!("Reset your {brand} password"),
+        body: format!(
+            "Someone asked to reset the password of this account.\n\n\
+             Choose a new one here: {link}\n\n\
+             The link works once, until {}; using it signs out every other \
+             session. If it was not you, ignore this email: your password stays.",
+            Timestamp(expires_at).to_rfc3339()
         ),
     }
 }

@@ -1,0 +1,143 @@
+//! Dashboard users: each belongs to one account, with a role in it.
+
+use super::{conflict_as, expect_one, AccountRole, Pool, Result, Role, Store, User};
+use crate::{clock::Timestamp, ids};
+
+impl Store {
+    /// A user who owns their account (the command line's, the first admin).
+    pub async fn create_user(
+        &self,
+        account_id: &str,
+        email: &str,
+        password_hash: &str,
+        role: Role,
+        now: Timestamp,
+    ) -> Result<User> {
+        self.create_member(
+            account_id,
+            email,
+            password_hash,
+            role,
+            AccountRole::Owner,
+            now,
+        )
+        .await
+    }
+
+    pub async fn create_member(
+        &self,
+        account_id: &str,
+        email: &str,
+        password_hash: &str,
+        role: Role,
+        account_role: AccountRole,
+        now: Timestamp,
+    ) -> Result<User> {
+        let sql = "INSERT INTO users (id, account_id, email, password_hash, role, created_at, \
+                   account_role) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *";
+        let id = ids::new_id(ids::USER);
+        on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(&id)
+            .bind(account_id)
+            .bind(email)
+            .bind(password_hash)
+            .bind(role.as_str())
+            .bind(now.millis())
+            .bind(account_role.as_str())
+            .fetch_one(p)
+            .await)
+        .map_err(|e| conflict_as(e, "a user with this email"))
+    }
+
+    pub async fn user(&self, id: &str) -> Result<User> {
+        let sql = "SELECT * FROM users WHERE id = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn user_by_email(&self, email: &str) -> Result<User> {
+        let sql = "SELECT * FROM users WHERE email = $1";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(email)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn set_password(&self, user_id: &str, password_hash: &str) -> Result<()> {
+        let sql = "UPDATE users SET password_hash = $1 WHERE id = $2";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(password_hash)
+            .bind(user_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        expect_one(n)
+    }
+
+    pub async fn count_users(&self) -> Result<i64> {
+        let sql = "SELECT COUNT(*) FROM users";
+        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    /// The users of an account, by email.
+    pub async fn account_users(&self, account_id: &str) -> Result<Vec<User>> {
+        let sql = "SELECT * FROM users WHERE account_id = $1 ORDER BY email";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(account_id)
+            .fetch_all(p)
+            .await)?)
+    }
+
+    /// A user of this account; another account's is not found.
+    pub async fn account_user(&self, account_id: &str, id: &str) -> Result<User> {
+        let sql = "SELECT * FROM users WHERE account_id = $1 AND id = $2";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    pub async fn set_account_role(
+        &self,
+        account_id: &str,
+        id: &str,
+        role: AccountRole,
+    ) -> Result<User> {
+        let sql =
+            "UPDATE users SET account_role = $1 WHERE account_id = $2 AND id = $3 RETURNING *";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(role.as_str())
+            .bind(account_id)
+            .bind(id)
+            .fetch_one(p)
+            .await)?)
+    }
+
+    /// Deletes the user; their sessions open nothing from then on.
+    pub async fn delete_user(&self, account_id: Option<&str>, id: &str) -> Result<()> {
+        let sql = "DELETE FROM users WHERE id = $1 AND ($2 IS NULL OR account_id = $2)";
+        let n = on_pool!(self, |p| sqlx::query(sql)
+            .bind(id)
+            .bind(account_id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        expect_one(n)
+    }
+
+    /// A new password, and every session signed in before it ends.
+    pub async fn reset_password(&self, user_id: &str, password_hash: &str) -> Result<User> {
+        let sql = "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1 \
+                   WHERE id = $2 RETURNING *";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
+            .bind(password_hash)
+            .bind(user_id)
+            .fetch_one(p)
+            .await)?)
+    }
+}
