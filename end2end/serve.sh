@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts the freshly built server for the browser tests: its own port, a
-# temporary SQLite database, and one known user.
+# temporary SQLite database, known users and keys, and a mail sink.
 set -euo pipefail
 cd "$(dirname "$0")"
 port="$1"
@@ -15,9 +15,23 @@ unset DATABASE_URL
 state="${TMPDIR:-/tmp}/dakghar-e2e-$port"
 mkdir -p "$state"
 "$bin" api-key create --account "E2E Account" >"$state/api-key"
+# The platform's key, for onboarding and portal links.
+"$bin" api-key create --platform >"$state/platform-key"
+# One user per project for the password reset, which signs them out everywhere.
+for project in hydrated no-js; do
+  "$bin" user create --email "reset-$project@dakghar.test" --account "E2E Account" --password 'e2e reset password' >/dev/null
+done
+# Mail goes to a sink the tests read; the portal test frames Dakghar from
+# a page on localhost, the next port up.
+smtp_port=$((port + 2))
+: >"$state/mail.jsonl"
+# In the server's process group: stopping the tests stops both.
+node smtp-sink.mjs "$smtp_port" "$state/mail.jsonl" &
 # Seconds instead of minutes between retries, a resend budget small enough
 # to reach in a test, and the test receivers' loopback let through the
 # SSRF guard.
 exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site \
   --retry-base-delay 1s --retry-max-delay 2s --resends-per-minute 4 \
-  --allow-subnets 127.0.0.1/32
+  --allow-subnets 127.0.0.1/32 \
+  --smtp-url "smtp://127.0.0.1:$smtp_port" \
+  --embed-origins "http://localhost:$((port + 1))"

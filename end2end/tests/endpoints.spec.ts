@@ -103,7 +103,7 @@ test('notifications, API keys and the contract page', async ({ page }, info) => 
   await page.goto('/docs');
   await expect(page.getByTestId('max-attempts')).toHaveText('16');
   await expect(page.getByTestId('schedule').locator('tbody tr')).toHaveCount(15);
-  await expect(page.getByTestId('api-operations').locator('tr')).toHaveCount(17);
+  await expect(page.getByTestId('api-operations').locator('tr')).toHaveCount(37);
   const doc = await (await fetch(new URL('/api/openapi.json', page.url()))).json();
   expect(Object.keys(doc.paths)).toContain('/api/v1/events');
   await snapshot(page, info, 'docs');

@@ -57,3 +57,45 @@ export async function api(method: string, path: string, body?: unknown): Promise
 export function uniqueId(prefix: string, project: string): string {
   return `${prefix}_${project.replace(/\W/g, '')}_${Date.now().toString(36)}`;
 }
+
+/** The REST API with the platform key `serve.sh` created. */
+export async function platform(method: string, path: string, body?: unknown): Promise<any> {
+  const key = readFileSync(join(process.env.TMPDIR ?? tmpdir(), `dakghar-e2e-${port}`, 'platform-key'), 'utf8').trim();
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** The newest link to `path` mailed to `to` (waits for the mailer). */
+export async function mailedLink(to: string, path: string): Promise<string> {
+  const file = join(process.env.TMPDIR ?? tmpdir(), `dakghar-e2e-${port}`, 'mail.jsonl');
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const mails = readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { to: string[]; data: string })
+      .filter((m) => m.to.includes(to));
+    const last = mails.pop();
+    const link = unquote(last?.data ?? '').match(new RegExp(`https?://[^\\s]*${path}[^\\s]*`))?.[0];
+    if (link) return new URL(link).pathname;
+    if (Date.now() > deadline) throw new Error(`no mail to ${to} with ${path}`);
+    await new Promise((ok) => setTimeout(ok, 200));
+  }
+}
+
+/** A mail body as its author wrote it: lettre sends text as
+ * quoted-printable, which folds long lines (links) with `=` breaks. */
+function unquote(body: string): string {
+  return body
+    .replace(/=\r?\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
+/** The port Dakghar lets frame portal sessions (serve.sh's --embed-origins). */
+export const embedPort = port + 1;

@@ -223,3 +223,84 @@ fn the_first_start_prints_an_admin_login_once() {
     assert!(!second.contains("password"), "shown only once: {second}");
     drop(dir);
 }
+
+#[test]
+fn operators_make_platform_keys_reset_passwords_and_delete_users() {
+    let (_dir, db) = temp_db();
+    assert!(dakghar(&db, &["account", "create", "--name", "acme"])
+        .status
+        .success());
+
+    let out = dakghar(&db, &["api-key", "create", "--platform"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = stdout(&out);
+    assert!(
+        key.starts_with("dkp_") && !key.contains('\n'),
+        "only the key: {key}"
+    );
+    let both = dakghar(
+        &db,
+        &["api-key", "create", "--platform", "--account", "acme"],
+    );
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "a platform key belongs to no account"
+    );
+    let neither = dakghar(&db, &["api-key", "create"]);
+    assert_eq!(neither.status.code(), Some(2));
+
+    let create = [
+        "user",
+        "create",
+        "--email",
+        "ana@acme.example",
+        "--account",
+        "acme",
+        "--password",
+        "first password",
+    ];
+    assert!(dakghar(&db, &create).status.success());
+    let out = dakghar(
+        &db,
+        &[
+            "user",
+            "reset-password",
+            "--email",
+            "Ana@Acme.example",
+            "--password",
+            "second password",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("usr_"));
+    let short = dakghar(
+        &db,
+        &[
+            "user",
+            "reset-password",
+            "--email",
+            "ana@acme.example",
+            "--password",
+            "short",
+        ],
+    );
+    assert_one_line_error(&short, "at least 8 characters");
+    let nobody = dakghar(
+        &db,
+        &[
+            "user",
+            "reset-password",
+            "--email",
+            "bob@acme.example",
+            "--password",
+            "long enough",
+        ],
+    );
+    assert_one_line_error(&nobody, "no user with the email \"bob@acme.example\"");
+
+    let out = dakghar(&db, &["user", "delete", "--email", "ana@acme.example"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = dakghar(&db, &["user", "delete", "--email", "ana@acme.example"]);
+    assert_one_line_error(&again, "no user with the email");
+}

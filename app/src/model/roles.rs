@@ -64,7 +64,7 @@ impl AccountRole {
 
 #[cfg(test)]
 mod tests {
-    use super::{AccountRole::*, Permission::*, *};
+    use super::{AccountRole::*, Permission::*};
 
     #[test]
     fn each_role_may_what_the_spec_says() {

@@ -10,7 +10,7 @@ use crate::{
     },
     components::{
         copy_button::CopyButton,
-        layout::{ErrorNotice, Layout},
+        layout::{allowed, ErrorNotice, Layout},
     },
     format,
 };
@@ -72,7 +72,7 @@ pub fn AdminPage() -> impl IntoView {
                     }
                 })}
             </Suspense>
-            <PlatformKeys />
+            {allowed(|me| me.is_admin).then(|| view! { <PlatformKeys /> })}
         </Layout>
     }
 }
