@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::{
-    helpers::{browser, seed_user, spawn_app_with, Seeded, StateOf, TestApp, PASSWORD},
+    helpers::{seed_user, server_fn, signed_in, spawn_app_with, Seeded, StateOf, TestApp},
     receiver::Receiver,
 };
 
@@ -47,17 +47,9 @@ pub async fn customer(app: &TestApp, account: &str, email: &str) -> Customer {
         )
         .await
         .unwrap();
-    let web = browser();
-    let res = web
-        .post(app.url("/login"))
-        .form(&[("email", email), ("password", PASSWORD), ("next", "")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::SEE_OTHER);
     Customer {
         seeded,
-        web,
+        web: signed_in(app, email).await,
         key: k.key,
     }
 }
@@ -86,17 +78,7 @@ impl Customer {
         endpoint: &str,
         form: &[(&str, &str)],
     ) -> (StatusCode, Value) {
-        let res = self
-            .web
-            .post(app.url(&format!("/_fn/{endpoint}")))
-            // As the hydrated page calls it; a plain form post gets a redirect.
-            .header("accept", "application/json")
-            .form(form)
-            .send()
-            .await
-            .unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
+        server_fn(app, &self.web, endpoint, form).await
     }
 
     async fn events(&self, app: &TestApp, filters: &[(&str, &str)]) -> Value {

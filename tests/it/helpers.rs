@@ -350,3 +350,35 @@ pub fn browser() -> reqwest::Client {
         .build()
         .expect("client")
 }
+
+/// A browser signed in as `email` (whose password is [`PASSWORD`]).
+pub async fn signed_in(app: &TestApp, email: &str) -> reqwest::Client {
+    let web = browser();
+    let res = web
+        .post(app.url("/login"))
+        .form(&[("email", email), ("password", PASSWORD), ("next", "")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&res), "/events", "{email} signs in");
+    web
+}
+
+/// Calls a server function as `web`, the way the hydrated page does (a
+/// plain form post gets a redirect); returns the status and the JSON answer.
+pub async fn server_fn(
+    app: &TestApp,
+    web: &reqwest::Client,
+    function: &str,
+    form: &[(&str, &str)],
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let res = web
+        .post(app.url(&format!("/_fn/{function}")))
+        .header("accept", "application/json")
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status();
+    (status, res.json().await.unwrap_or_default())
+}

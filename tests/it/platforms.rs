@@ -3,7 +3,7 @@
 //! invitations, password resets and portal links, each single-use and
 //! bounded in time on the test clock.
 
-use std::time::Duration;
+use std::{ops::Deref, time::Duration};
 
 use dakghar::{accounts::platform, clock::Clock, config::ServeConfig, store::Store};
 use reqwest::{header, Method, StatusCode};
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{browser, location, spawn_app_with, Raw, TestApp, TestDb, PASSWORD},
+    helpers::{browser, location, server_fn, spawn_app_with, Raw, TestDb, PASSWORD},
     receiver::Receiver,
 };
 
@@ -26,11 +26,16 @@ on_both_backends!(
 );
 on_both_backends_db!(a_password_reset_works_once_for_30_minutes_and_ends_every_session);
 
-/// A running server and a platform key for it.
-pub struct Platform {
-    pub app: TestApp,
-    pub key: String,
-    http: reqwest::Client,
+/// A running server and a platform key for it: the REST client of
+/// [`Api`], holding the platform's key instead of an account's.
+pub struct Platform(Api);
+
+impl Deref for Platform {
+    type Target = Api;
+
+    fn deref(&self) -> &Api {
+        &self.0
+    }
 }
 
 impl Platform {
@@ -44,39 +49,11 @@ impl Platform {
             .await
             .unwrap()
             .key;
-        Platform {
+        Platform(Api {
             app,
             key,
             http: reqwest::Client::new(),
-        }
-    }
-
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        self.call_as(&self.key, method, path, body).await
-    }
-
-    pub async fn call_as(
-        &self,
-        key: &str,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut req = self
-            .http
-            .request(method, self.app.url(path))
-            .bearer_auth(key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        (status, res.json().await.unwrap_or(Value::Null))
+        })
     }
 
     /// A new account; returns its id.
@@ -104,24 +81,6 @@ impl Platform {
         assert_eq!(status, StatusCode::CREATED, "{out}");
         out["url"].as_str().unwrap().to_string()
     }
-}
-
-/// Calls a server function as `web` sees it; returns the status and body.
-pub async fn server_fn(
-    app: &TestApp,
-    web: &reqwest::Client,
-    endpoint: &str,
-    form: &[(&str, &str)],
-) -> (StatusCode, Value) {
-    let res = web
-        .post(app.url(&format!("/_fn/{endpoint}")))
-        .header("accept", "application/json")
-        .form(form)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status();
-    (status, res.json().await.unwrap_or(Value::Null))
 }
 
 /// The path and query of an absolute link this server made.

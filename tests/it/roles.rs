@@ -12,8 +12,8 @@ use reqwest::{header, Method, StatusCode};
 use serde_json::json;
 
 use crate::{
-    helpers::{browser, location, TestApp, PASSWORD},
-    platforms::{server_fn, Platform},
+    helpers::{browser, location, server_fn, signed_in, TestApp, PASSWORD},
+    platforms::Platform,
 };
 
 on_both_backends!(
@@ -62,15 +62,7 @@ async fn member(app: &TestApp, account: &str, email: &str, role: AccountRole) ->
         .create_member(account, email, &hash, Role::Member, role, app.clock.now())
         .await
         .unwrap();
-    let web = browser();
-    let res = web
-        .post(app.url("/login"))
-        .form(&[("email", email), ("password", PASSWORD), ("next", "")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(location(&res), "/events");
-    web
+    signed_in(app, email).await
 }
 
 /// A browser a portal link signed in with `role`.
