@@ -1,5 +1,6 @@
 pub mod copy_button;
 pub mod layout;
+pub mod new_key;
 
 /// Asks the browser's confirm dialog; on the server there is nobody to ask.
 #[cfg(feature = "hydrate")]

@@ -9,8 +9,8 @@ use crate::{
         audit_log, get_admin_overview, list_platform_keys, CreatePlatformKey, RevokePlatformKey,
     },
     components::{
-        copy_button::CopyButton,
         layout::{allowed, ErrorNotice, Layout},
+        new_key::NewKey,
     },
     format,
 };
@@ -86,20 +86,6 @@ fn PlatformKeys() -> impl IntoView {
         move || (create.version().get(), revoke.version().get()),
         |_| list_platform_keys(),
     );
-    let created = move || match create.value().get() {
-        Some(Ok(key)) => Some(
-            view! {
-                <div class="notice ok" data-testid="new-platform-key">
-                    <p>"The new platform key. Copy it now: it is shown only this once."</p>
-                    <code class="secret">{key.clone()}</code>
-                    <CopyButton text=key label="Copy key" />
-                </div>
-            }
-            .into_any(),
-        ),
-        Some(Err(e)) => Some(view! { <ErrorNotice error=e /> }.into_any()),
-        None => None,
-    };
     view! {
         <section class="card">
             <div class="page-head">
@@ -113,7 +99,7 @@ fn PlatformKeys() -> impl IntoView {
             <p class="muted small">
                 "A platform key acts on every account at /api/v1/accounts/…: onboard customers, send their events, open their portal."
             </p>
-            {created}
+            <NewKey answer=create.value().into() what="The new platform key" testid="new-platform-key" />
             <Transition fallback=|| ()>
                 {move || Suspend::new(async move {
                     match keys.await {

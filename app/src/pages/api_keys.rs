@@ -6,8 +6,8 @@ use leptos_meta::Title;
 use crate::{
     api::account::{list_api_keys, CreateApiKey, RevokeApiKey},
     components::{
-        copy_button::CopyButton,
         layout::{ErrorNotice, Layout},
+        new_key::NewKey,
     },
     format,
 };
@@ -20,20 +20,6 @@ pub fn ApiKeysPage() -> impl IntoView {
         move || (create.version().get(), revoke.version().get()),
         |_| list_api_keys(),
     );
-    let created = move || match create.value().get() {
-        Some(Ok(key)) => Some(
-            view! {
-                <div class="notice ok" data-testid="new-key">
-                    <p>"Your new key. Copy it now: it is shown only this once."</p>
-                    <code class="secret">{key.clone()}</code>
-                    <CopyButton text=key label="Copy key" />
-                </div>
-            }
-            .into_any(),
-        ),
-        Some(Err(e)) => Some(view! { <ErrorNotice error=e /> }.into_any()),
-        None => None,
-    };
     view! {
         <Title text="API keys" />
         <Layout>
@@ -43,7 +29,7 @@ pub fn ApiKeysPage() -> impl IntoView {
                     <button type="submit" class="button primary" data-testid="create-key">"Create key"</button>
                 </ActionForm>
             </div>
-            {created}
+            <NewKey answer=create.value().into() what="Your new key" testid="new-key" />
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
                 {move || Suspend::new(async move {
                     match keys.await {
