@@ -117,7 +117,7 @@ test('a portal link opens inside another site\'s iframe, lets a developer resend
     const tab = await again.newPage();
     const res = await tab.goto(portal.url);
     expect(res!.status()).toBe(410);
-    await expect(tab.getByTestId('link-unusable')).toContainText('used or has expired');
+    await expect(tab.getByTestId('link-notice')).toContainText('used or has expired');
     await tab.goto('/events');
     await expect(tab).toHaveURL(/\/login/);
     await again.close();

@@ -64,19 +64,19 @@ pub async fn start_timeouts(
 }
 
 /// Puts who is signed in, if anyone, into the request's extensions, where
-/// handlers and server functions find it: a portal session (its cookie
-/// wins: the link was just opened for this account), else a user's.
-/// Responses to portal sessions are marked frameable for the embedding
-/// origins.
+/// handlers and server functions find it: a user's session, else a portal
+/// session. The user's wins, so nobody else's portal link can take over a
+/// signed-in browser. Responses to portal sessions are marked frameable
+/// for the embedding origins.
 pub async fn load_viewer(
     State(ctx): State<Arc<Ctx>>,
     session: Session,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let viewer = match portal::viewer(&ctx, req.headers()).await {
+    let viewer = match user_viewer(&ctx, &session).await {
         Some(v) => Some(v),
-        None => user_viewer(&ctx, &session).await,
+        None => portal::viewer(&ctx, req.headers()).await,
     };
     let frameable = viewer.as_ref().is_some_and(|v| v.portal);
     if let Some(viewer) = viewer {

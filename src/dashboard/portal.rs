@@ -11,6 +11,7 @@ use axum::{
     extract::{Path, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     response::{Html, IntoResponse, Redirect, Response},
+    Extension,
 };
 
 use super::guard::Frameable;
@@ -19,7 +20,23 @@ use crate::{accounts::portal, context::Ctx, error::Error};
 pub const COOKIE: &str = "dakghar_portal";
 
 /// `GET /portal/{token}`: once, signs this browser into the link's account.
-pub async fn open(State(ctx): State<Arc<Ctx>>, Path(token): Path<String>) -> Response {
+/// A browser a user is signed into keeps its user and the link stays
+/// unused: a link someone else made, opened by a click, must not swap the
+/// account under them.
+pub async fn open(
+    State(ctx): State<Arc<Ctx>>,
+    viewer: Option<Extension<Viewer>>,
+    Path(token): Path<String>,
+) -> Response {
+    if viewer.is_some_and(|v| !v.portal) {
+        return notice(
+            &ctx,
+            StatusCode::CONFLICT,
+            "You are signed in",
+            "This browser is signed in to your own account, so the link was not used. \
+             Sign out, then open the link again.",
+        );
+    }
     let mut res = match portal::open(&ctx, &token).await {
         Ok((secret, session)) => {
             let max_age = ctx
@@ -46,18 +63,27 @@ pub async fn open(State(ctx): State<Arc<Ctx>>, Path(token): Path<String>) -> Res
 /// The one answer to a link that was used, has expired, was altered or
 /// never existed: nothing in it tells which.
 fn unusable(ctx: &Ctx) -> Response {
+    notice(
+        ctx,
+        StatusCode::GONE,
+        "This link was used or has expired",
+        "Each link opens the dashboard once, and only for a while. Ask for a new one \
+         where you found this one.",
+    )
+}
+
+/// A page with one message, before any session exists to render the app's.
+fn notice(ctx: &Ctx, status: StatusCode, title: &str, text: &str) -> Response {
     let brand = escape(&ctx.config.brand.name);
     let page = format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>Link used or expired · {brand}</title>\
+         <title>{title} · {brand}</title>\
          <link rel=\"stylesheet\" href=\"/pkg/dakghar.css\"></head>\
-         <body><main class=\"login\"><div class=\"card login-card\" data-testid=\"link-unusable\">\
-         <h1>This link was used or has expired</h1>\
-         <p>Each link opens the dashboard once, and only for a while. Ask for a new one \
-         where you found this one.</p></div></main></body></html>"
+         <body><main class=\"login\"><div class=\"card login-card\" data-testid=\"link-notice\">\
+         <h1>{title}</h1><p>{text}</p></div></main></body></html>"
     );
-    (StatusCode::GONE, Html(page)).into_response()
+    (status, Html(page)).into_response()
 }
 
 fn escape(s: &str) -> String {

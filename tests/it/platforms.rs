@@ -5,13 +5,18 @@
 
 use std::{ops::Deref, time::Duration};
 
-use dakghar::{accounts::platform, clock::Clock, config::ServeConfig, store::Store};
+use dakghar::{
+    accounts::platform,
+    clock::Clock,
+    config::ServeConfig,
+    store::{AccountRole, Role, Store},
+};
 use reqwest::{header, Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{browser, location, server_fn, spawn_app_with, Raw, TestDb, PASSWORD},
+    helpers::{browser, location, server_fn, signed_in, spawn_app_with, Raw, TestDb, PASSWORD},
     receiver::Receiver,
 };
 
@@ -648,7 +653,8 @@ async fn reset_link_count(db: &TestDb, email: &str) -> i64 {
 
 async fn portal_links_open_once_until_their_ttl(store: Store) {
     let p = Platform::new(store).await;
-    p.account("Customer A", Some("cus_a")).await;
+    let account = p.account("Customer A", Some("cus_a")).await;
+    p.account("Customer B", Some("cus_b")).await;
     let link = p
         .portal_link(
             "cus_a",
@@ -731,6 +737,64 @@ async fn portal_links_open_once_until_their_ttl(store: Store) {
     assert_eq!(
         browser().get(&late).send().await.unwrap().status(),
         StatusCode::GONE
+    );
+
+    // A browser a user is signed into keeps its user: someone else's link
+    // is refused there, and stays unused for the browser it was meant for.
+    let hash = dakghar::auth::password::hash(PASSWORD).unwrap();
+    p.app
+        .store
+        .create_member(
+            &account,
+            "owner@customer-a.example",
+            &hash,
+            Role::Member,
+            AccountRole::Owner,
+            p.app.clock.now(),
+        )
+        .await
+        .unwrap();
+    let user = signed_in(&p.app, "owner@customer-a.example").await;
+    let foreign = p.portal_link("cus_b", json!({})).await;
+    let refused = user.get(&foreign).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    assert!(refused.headers().get(header::SET_COOKIE).is_none());
+    assert!(refused
+        .text()
+        .await
+        .unwrap()
+        .contains("signed in to your own account"));
+    let (_, me) = server_fn(&p.app, &user, "me", &[]).await;
+    assert_eq!(
+        (me["portal"].as_bool(), me["account_name"].as_str()),
+        (Some(false), Some("Customer A"))
+    );
+    let meant = browser();
+    assert_eq!(
+        meant.get(&foreign).send().await.unwrap().status(),
+        StatusCode::SEE_OTHER
+    );
+    // Signing in where a portal session lives: the user's session wins.
+    let both = browser();
+    both.get(&p.portal_link("cus_b", json!({})).await)
+        .send()
+        .await
+        .unwrap();
+    let res = both
+        .post(p.app.url("/login"))
+        .form(&[
+            ("email", "owner@customer-a.example"),
+            ("password", PASSWORD),
+            ("next", ""),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(location(&res), "/events");
+    let (_, me) = server_fn(&p.app, &both, "me", &[]).await;
+    assert_eq!(
+        (me["portal"].as_bool(), me["account_name"].as_str()),
+        (Some(false), Some("Customer A"))
     );
 
     // Bad input.
