@@ -26,15 +26,21 @@ pub async fn team(ctx: &Ctx, account_id: &str) -> Result<(Vec<User>, Vec<AccessL
     Ok((members, open))
 }
 
-/// An invitation as sent: `link` is returned once, for the caller to pass
-/// on when no email carries it (no SMTP configured).
+/// An invitation as sent. With SMTP configured only the invitee's inbox
+/// gets the link, so accepting it shows they own the address; without,
+/// `link` is returned once, for the inviter to pass on.
 #[derive(Debug, Clone)]
 pub struct Invitation {
     pub email: String,
     pub role: AccountRole,
-    pub link: String,
+    pub link: Option<String>,
     pub expires_at: i64,
-    pub emailed: bool,
+}
+
+impl Invitation {
+    pub fn emailed(&self) -> bool {
+        self.link.is_none()
+    }
 }
 
 /// Invites `email` into the account with `role`, on behalf of `actor`.
@@ -89,9 +95,8 @@ pub async fn invite(
     Ok(Invitation {
         email,
         role,
-        link: url,
+        link: ctx.config.mail.is_none().then_some(url),
         expires_at: link.expires_at,
-        emailed: ctx.config.mail.is_some(),
     })
 }
 
@@ -172,4 +177,16 @@ async fn keep_an_owner(ctx: &Ctx, account_id: &str, hint: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::INVITATION_TTL;
+    use crate::{accounts::password_reset::RESET_TTL, jobs::expired_links::MAILED_LINK_LIFETIME};
+
+    #[test]
+    fn mailed_links_end_before_their_mail_is_forgotten() {
+        assert!(INVITATION_TTL <= MAILED_LINK_LIFETIME);
+        assert!(RESET_TTL <= MAILED_LINK_LIFETIME);
+    }
 }

@@ -215,8 +215,9 @@ pub struct InvitationOut {
     email: String,
     role: String,
     expires_at: String,
-    /// The single-use link to set a password, for when no email carries it.
-    url: String,
+    /// The single-use link to set a password, only when no email carries
+    /// it (no SMTP configured): with SMTP, only the invitee sees it.
+    url: Option<String>,
     /// Whether an email with the link is on its way (SMTP is configured).
     emailed: bool,
 }
@@ -252,11 +253,11 @@ pub async fn invite(
     Ok((
         StatusCode::CREATED,
         Json(InvitationOut {
+            emailed: invited.emailed(),
             email: invited.email,
             role: invited.role.to_string(),
             expires_at: Timestamp(invited.expires_at).to_rfc3339(),
             url: invited.link,
-            emailed: invited.emailed,
         }),
     ))
 }

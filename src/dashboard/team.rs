@@ -66,7 +66,6 @@ pub async fn invite(ctx: &Ctx, viewer: &Viewer, form: InviteForm) -> Result<Invi
     Ok(Invited {
         email: invited.email,
         link: invited.link,
-        emailed: invited.emailed,
     })
 }
 

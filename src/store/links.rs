@@ -130,7 +130,8 @@ impl Store {
     }
 
     /// Uses the reset link: a new password, and every session of the user
-    /// signed in before it ends. `NotFound` when used or expired.
+    /// signed in before it ends, as does every other reset link still
+    /// open for them. `NotFound` when used or expired.
     pub async fn use_password_reset(
         &self,
         id: &str,
@@ -139,6 +140,8 @@ impl Store {
     ) -> Result<User> {
         let reset = "UPDATE users SET password_hash = $1, session_epoch = session_epoch + 1 \
                      WHERE id = $2 RETURNING *";
+        let others = "UPDATE access_links SET used_at = $1 \
+                      WHERE kind = 'password_reset' AND user_id = $2 AND used_at IS NULL";
         on_pool!(self, |p| {
             let mut tx = p.begin().await?;
             let link = sqlx::query_as::<_, AccessLink>(USE)
@@ -152,6 +155,11 @@ impl Store {
                 .bind(password_hash)
                 .bind(&link.user_id)
                 .fetch_one(&mut *tx)
+                .await?;
+            sqlx::query(others)
+                .bind(now.millis())
+                .bind(&link.user_id)
+                .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
             Ok(user)

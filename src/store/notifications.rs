@@ -107,6 +107,17 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Forgets personal emails written before `written_before`, sent or
+    /// not: the link in each has ended, and no page shows them.
+    pub async fn delete_personal_mail(&self, written_before: Timestamp) -> Result<u64> {
+        let sql = "DELETE FROM notifications WHERE recipient IS NOT NULL AND created_at < $1";
+        Ok(on_pool!(self, |p| sqlx::query(sql)
+            .bind(written_before.millis())
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?)
+    }
+
     /// Sent. A personal email's body goes: its link is the recipient's
     /// alone, and a copy in the database would outlive the need for it.
     pub async fn mark_sent(&self, id: &str, now: Timestamp) -> Result<()> {

@@ -9,6 +9,10 @@ use dakghar::{
     accounts::platform,
     clock::Clock,
     config::ServeConfig,
+    jobs::{
+        expired_links,
+        mailer::{MailSettings, Mailer},
+    },
     store::{AccountRole, Role, Store},
 };
 use reqwest::{header, Method, StatusCode};
@@ -18,6 +22,7 @@ use crate::{
     api_client::Api,
     helpers::{browser, location, server_fn, signed_in, spawn_app_with, Raw, TestDb, PASSWORD},
     receiver::Receiver,
+    smtp_sink::SmtpSink,
 };
 
 on_both_backends!(
@@ -29,7 +34,11 @@ on_both_backends!(
     invitations_work_once_and_for_72_hours,
     portal_links_open_once_until_their_ttl,
 );
-on_both_backends_db!(a_password_reset_works_once_for_30_minutes_and_ends_every_session);
+on_both_backends!(with_smtp_only_the_invitee_sees_the_invitation_link);
+on_both_backends_db!(
+    a_password_reset_works_once_for_30_minutes_and_ends_every_session,
+    ended_links_and_the_mail_that_carried_them_are_forgotten,
+);
 
 /// A running server and a platform key for it: the REST client of
 /// [`Api`], holding the platform's key instead of an account's.
@@ -551,6 +560,12 @@ async fn a_password_reset_works_once_for_30_minutes_and_ends_every_session(db: &
     // The personal email is not on the account's notifications page.
     let (_, notes) = server_fn(&p.app, &laptop, "notifications", &[]).await;
     assert_eq!(notes, json!([]), "{notes}");
+    // Asked twice: either link works, and using one ends the other.
+    let earlier = link;
+    p.app.clock.advance(Duration::from_secs(1));
+    assert_eq!(ask("ana@a.example").await, "/forgot-password?sent=1");
+    let link = reset_link(db, "ana@a.example").await;
+    assert_ne!(link, earlier);
 
     let reset = |link: String, password: &'static str| {
         let url = p.app.url(&link);
@@ -581,6 +596,12 @@ async fn a_password_reset_works_once_for_30_minutes_and_ends_every_session(db: &
             .await
             .ends_with("error=unusable"),
         "once"
+    );
+    assert!(
+        reset(earlier, "another passphrase")
+            .await
+            .ends_with("error=unusable"),
+        "the other link ended with the reset"
     );
     assert_eq!(
         sign_in(PASSWORD).await.1,
@@ -915,4 +936,80 @@ async fn every_account_route_takes_the_right_key(store: Store) {
             "account key: {method} {own}: {status} {err}"
         );
     }
+}
+
+async fn with_smtp_only_the_invitee_sees_the_invitation_link(store: Store) {
+    let sink = SmtpSink::start().await;
+    let settings = MailSettings {
+        smtp_url: sink.url(),
+        from: "Dakghar <team@dakghar.test>".into(),
+        every: Duration::from_secs(3600),
+    };
+    let mut config = ServeConfig::for_tests();
+    config.mail = Some(settings.clone());
+    let p = Platform::with_config(store, config).await;
+    p.account("Customer A", Some("cus_a")).await;
+    let (status, out) = p
+        .call(
+            Method::POST,
+            "/api/v1/accounts/cus_a/users",
+            Some(json!({ "email": "dev@customer-a.example", "role": "developer" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{out}");
+    assert_eq!((&out["emailed"], &out["url"]), (&json!(true), &Value::Null));
+    // The mailer (a worker node's job, run here by hand) takes it to the
+    // invitee's inbox, and the copy in the outbox loses the link.
+    let sent = Mailer::new(&settings)
+        .unwrap()
+        .send_due(&p.app.store, p.app.clock.now())
+        .await
+        .unwrap();
+    assert_eq!((sent.sent, sent.failed), (1, 0));
+    let mail = sink.mails().pop().unwrap();
+    assert_eq!(mail.to, vec!["<dev@customer-a.example>".to_string()]);
+    let body = mail.data.replace("=\r\n", "");
+    assert!(body.contains("/invitations/lnk_"), "{body}");
+}
+
+async fn ended_links_and_the_mail_that_carried_them_are_forgotten(db: &TestDb) {
+    let p = Platform::new(db.store.clone()).await;
+    p.account("Customer A", Some("cus_a")).await;
+    let (status, _) = p
+        .call(
+            Method::POST,
+            "/api/v1/accounts/cus_a/users",
+            Some(json!({ "email": "dev@customer-a.example", "role": "developer" })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    p.portal_link("cus_a", json!({ "ttl": "1h" })).await;
+    let counts = || async {
+        let sql = [
+            "SELECT count(*) FROM access_links",
+            "SELECT count(*) FROM notifications WHERE recipient IS NOT NULL",
+        ];
+        let mut out = [0i64; 2];
+        for (n, sql) in out.iter_mut().zip(sql) {
+            *n = match &db.raw().await {
+                Raw::Sqlite(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
+                Raw::Postgres(c) => sqlx::query_scalar(sql).fetch_one(c).await.unwrap(),
+            };
+        }
+        out
+    };
+    let run = || expired_links::run_once(&p.app.store, p.app.clock.now());
+    assert_eq!(counts().await, [2, 1]);
+    assert_eq!(run().await.unwrap(), 0, "nothing has ended yet");
+    // A day after the portal link's hour: it goes; the invitation is open.
+    p.app.clock.advance(Duration::from_secs(25 * 3600));
+    assert_eq!(run().await.unwrap(), 1);
+    assert_eq!(counts().await, [1, 1]);
+    // The invitation ended at 72 hours: its mail goes, its row a day later.
+    p.app.clock.advance(Duration::from_secs(48 * 3600));
+    assert_eq!(run().await.unwrap(), 1);
+    assert_eq!(counts().await, [1, 0]);
+    p.app.clock.advance(Duration::from_secs(24 * 3600));
+    assert_eq!(run().await.unwrap(), 1);
+    assert_eq!(counts().await, [0, 0]);
 }

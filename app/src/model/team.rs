@@ -29,13 +29,12 @@ pub struct Team {
     pub invitations: Vec<InvitationView>,
 }
 
-/// An invitation as sent: the link is shown once, for when no email can
+/// An invitation as sent: the link is shown once, only when no email can
 /// carry it (no SMTP configured).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Invited {
     pub email: String,
-    pub link: String,
-    pub emailed: bool,
+    pub link: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

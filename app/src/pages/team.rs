@@ -49,15 +49,18 @@ pub fn TeamPage() -> impl IntoView {
         Some(Ok(i)) => Some(
             view! {
                 <div class="notice ok" data-testid="invited">
-                    <p>
-                        {if i.emailed {
-                            format!("Invitation sent to {}. You can also pass on the link yourself:", i.email)
-                        } else {
-                            format!("No email is configured: pass this link on to {} yourself. It works once, for 72 hours.", i.email)
-                        }}
-                    </p>
-                    <code class="secret" data-testid="invitation-link">{i.link.clone()}</code>
-                    <CopyButton text=i.link label="Copy link" />
+                    {match i.link {
+                        None => view! {
+                            <p>{format!("Invitation sent to {}. Their link works once, for 72 hours.", i.email)}</p>
+                        }
+                        .into_any(),
+                        Some(link) => view! {
+                            <p>{format!("No email is configured: pass this link on to {} yourself. It works once, for 72 hours.", i.email)}</p>
+                            <code class="secret" data-testid="invitation-link">{link.clone()}</code>
+                            <CopyButton text=link label="Copy link" />
+                        }
+                        .into_any(),
+                    }}
                 </div>
             }
             .into_any(),
