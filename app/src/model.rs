@@ -3,6 +3,10 @@
 pub use roles::{AccountRole, Permission};
 use serde::{Deserialize, Serialize};
 
+/// The shortest password anyone may set: the forms ask for it, the server
+/// refuses less.
+pub const MIN_PASSWORD_CHARS: usize = 8;
+
 /// Who is signed in, as the server resolved it from the session cookie:
 /// a user, or a browser a portal link signed into an account. The server
 /// puts it into the request's extensions; server functions read it.

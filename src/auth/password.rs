@@ -10,7 +10,7 @@ use argon2::{
 
 /// Longer than any passphrase a person types; bounds hashing work per request.
 pub const MAX_PASSWORD_BYTES: usize = 1024;
-pub const MIN_PASSWORD_CHARS: usize = 8;
+pub use app::model::MIN_PASSWORD_CHARS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PasswordError {

@@ -19,6 +19,7 @@ use crate::{
         password_reset::{self, ResetRequest},
         team,
     },
+    auth::password::PasswordError,
     context::Ctx,
     error::Error,
 };
@@ -56,14 +57,14 @@ pub async fn forgot_password(State(ctx): State<Arc<Ctx>>, Form(form): Form<Email
     }
 }
 
-/// Why a link's form went back to its page.
+/// Why a link's form went back to its page: a code the page puts in
+/// words, never text of ours in the URL.
 fn refused(path: &str, e: Error) -> Response {
     match e {
         Error::NotFound(_) => back(path, "error=unusable"),
-        Error::Password(e) => back(path, &format!("error={}", encoded(&e.to_string()))),
-        Error::Invalid { message, .. } | Error::Conflict(message) => {
-            back(path, &format!("error={}", encoded(&message)))
-        }
+        Error::Password(PasswordError::TooShort) => back(path, "error=short"),
+        Error::Password(PasswordError::TooLong) => back(path, "error=long"),
+        Error::Conflict(_) => back(path, "error=taken"),
         e => {
             tracing::error!(error = %e, "a link's form failed");
             back(path, "error=unavailable")

@@ -446,7 +446,31 @@ async fn invitations_work_once_and_for_72_hours(store: Store) {
         }
     };
     let short = accept(web.clone(), link.clone(), "short").await;
-    assert!(location(&short).contains("error="), "{}", location(&short));
+    assert!(
+        location(&short).ends_with("error=short"),
+        "{}",
+        location(&short)
+    );
+    // The page puts the code in its own words, and no words of a link's.
+    let page = |query: &str| {
+        let url = p.app.url(&format!("{link}?{query}"));
+        async move {
+            browser()
+                .get(url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    assert!(page("error=short")
+        .await
+        .contains("too short: use at least 8 characters"));
+    assert!(!page("error=Call+support+at+555-0100")
+        .await
+        .contains("555-0100"));
     let accepted = accept(web.clone(), link.clone(), PASSWORD).await;
     assert_eq!(
         (accepted.status(), location(&accepted)),

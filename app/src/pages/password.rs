@@ -6,18 +6,25 @@ use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::components::layout::brand;
+use crate::{components::layout::brand, model::MIN_PASSWORD_CHARS};
 
-/// What the query says went wrong, in words.
+/// What the query's code says went wrong, in words. Only the codes the
+/// server sends: a link must not put words of its own on this page.
 fn problem(error: Option<String>, wait: Option<String>) -> Option<String> {
     Some(match error?.as_str() {
         "unusable" => "This link was used or has expired. Ask for a new one.".to_string(),
         "throttled" => format!(
             "Too many requests for this email. Try again in {} seconds.",
-            wait.unwrap_or_else(|| "a few".into())
+            wait.filter(|w| w.bytes().all(|b| b.is_ascii_digit()))
+                .unwrap_or_else(|| "a few".into())
         ),
+        "short" => {
+            format!("The password is too short: use at least {MIN_PASSWORD_CHARS} characters.")
+        }
+        "long" => "The password is too long.".to_string(),
+        "taken" => "This email has a user already: sign in instead.".to_string(),
         "unavailable" => "Something went wrong on our side; try again in a moment.".to_string(),
-        other => other.to_string(),
+        _ => return None,
     })
 }
 
@@ -45,10 +52,12 @@ fn PasswordField() -> impl IntoView {
             name="password"
             type="password"
             autocomplete="new-password"
-            minlength="8"
+            minlength=MIN_PASSWORD_CHARS
             required
         />
-        <p class="muted small">"At least 8 characters; a passphrase is welcome."</p>
+        <p class="muted small">
+            {format!("At least {MIN_PASSWORD_CHARS} characters; a passphrase is welcome.")}
+        </p>
     }
 }
 
