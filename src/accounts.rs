@@ -162,7 +162,7 @@ pub async fn set_password(store: &Store, user_id: &str, password: String) -> Res
 
 /// Deletes the user; their sessions open nothing from then on.
 pub async fn delete_user(store: &Store, user_id: &str) -> Result<()> {
-    store.delete_user(None, user_id).await.or_not_found("user")
+    store.delete_user(user_id).await.or_not_found("user")
 }
 
 /// The user behind a session.

@@ -101,6 +101,7 @@ pub use queue::BatchInputs;
 pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress};
 pub use retention::OldHistory;
 pub use sessions::Sessions;
+pub use users::TeamChange;
 
 /// Connections per process unless `--database-pool` says otherwise.
 pub const DEFAULT_POOL: u32 = 16;

@@ -6,6 +6,7 @@ use crate::{
     auth::api_key,
     clock::Timestamp,
     error::{Error, OrNotFound, Result},
+    ids,
     store::{Account, Deleted, PlatformKey, Store},
 };
 
@@ -24,12 +25,21 @@ fn check_name(name: &str) -> Result<String> {
     Ok(name.to_string())
 }
 
+/// `{account}` in a path is a Dakghar id or an external id, so an external
+/// id must not look like a Dakghar id: it could name another account.
 fn check_external_id(id: &str) -> Result<String> {
     let printable = id.bytes().all(|b| (b'!'..=b'~').contains(&b) && b != b'/');
     if id.is_empty() || id.len() > 255 || !printable {
         return Err(Error::invalid(
             "invalid_external_id",
             "external_id must be 1 to 255 printable ASCII characters without spaces or '/'",
+        ));
+    }
+    let ours = format!("{}_", ids::ACCOUNT);
+    if id.starts_with(&ours) {
+        return Err(Error::invalid(
+            "invalid_external_id",
+            format!("external_id must not start with '{ours}': Dakghar's account ids do"),
         ));
     }
     Ok(id.to_string())

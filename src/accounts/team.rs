@@ -10,7 +10,7 @@ use crate::{
     context::Ctx,
     error::{Error, OrNotFound, Result},
     jobs::alerts::texts,
-    store::{AccessLink, AccountRole, LinkKind, NewLink, StoreError, User},
+    store::{AccessLink, AccountRole, LinkKind, NewLink, StoreError, TeamChange, User},
 };
 
 /// How long an invitation can be accepted.
@@ -130,53 +130,37 @@ pub async fn change_role(
     user_id: &str,
     role: AccountRole,
 ) -> Result<User> {
-    let member = ctx
+    match ctx
         .store
-        .account_user(account_id, user_id)
+        .change_member(account_id, user_id, Some(role))
         .await
-        .or_not_found("member")?;
-    if member.account_role == AccountRole::Owner && role != AccountRole::Owner {
-        keep_an_owner(ctx, account_id, "make another member owner first").await?;
+        .or_not_found("member")?
+    {
+        TeamChange::Changed(Some(user)) => Ok(user),
+        TeamChange::Changed(None) => Err(Error::NotFound("member")),
+        TeamChange::LastOwner => Err(last_owner()),
     }
-    Ok(ctx
-        .store
-        .set_account_role(account_id, user_id, role)
-        .await?)
 }
 
 /// Removes the member; their sessions open nothing from then on.
 pub async fn remove(ctx: &Ctx, account_id: &str, user_id: &str) -> Result<()> {
-    let member = ctx
+    match ctx
         .store
-        .account_user(account_id, user_id)
+        .change_member(account_id, user_id, None)
         .await
-        .or_not_found("member")?;
-    if member.account_role == AccountRole::Owner {
-        keep_an_owner(ctx, account_id, "make another member owner first").await?;
+        .or_not_found("member")?
+    {
+        TeamChange::Changed(_) => {
+            tracing::info!(user = %user_id, account = %account_id, "member removed");
+            Ok(())
+        }
+        TeamChange::LastOwner => Err(last_owner()),
     }
-    ctx.store
-        .delete_user(Some(account_id), user_id)
-        .await
-        .or_not_found("member")?;
-    tracing::info!(user = %user_id, account = %account_id, "member removed");
-    Ok(())
 }
 
-/// Refuses to take away the last owner: nobody could manage the team.
-async fn keep_an_owner(ctx: &Ctx, account_id: &str, hint: &str) -> Result<()> {
-    let owners = ctx
-        .store
-        .account_users(account_id)
-        .await?
-        .iter()
-        .filter(|u| u.account_role == AccountRole::Owner)
-        .count();
-    if owners <= 1 {
-        return Err(Error::Conflict(format!(
-            "the account must keep an owner: {hint}"
-        )));
-    }
-    Ok(())
+/// Taking away the last owner would leave nobody to manage the team.
+fn last_owner() -> Error {
+    Error::Conflict("the account must keep an owner: make another member owner first".into())
 }
 
 #[cfg(test)]

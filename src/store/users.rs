@@ -1,7 +1,16 @@
 //! Dashboard users: each belongs to one account, with a role in it.
 
-use super::{conflict_as, expect_one, AccountRole, Pool, Result, Role, Store, User};
+use super::{conflict_as, expect_one, AccountRole, Pool, Result, Role, Store, StoreError, User};
 use crate::{clock::Timestamp, ids};
+
+/// What [`Store::change_member`] did.
+#[derive(Debug)]
+pub enum TeamChange {
+    /// The member as they are now; `None` once removed.
+    Changed(Option<User>),
+    /// Nothing: they are the account's last owner.
+    LastOwner,
+}
 
 impl Store {
     /// A user who owns their account (the command line's, the first admin).
@@ -102,28 +111,74 @@ impl Store {
             .await)?)
     }
 
-    pub async fn set_account_role(
+    /// Gives the member `role`, or removes them (`None`), unless that
+    /// takes away the account's last owner: `Ok(TeamChange::LastOwner)`
+    /// then, and nothing changes. The account's row is locked first (on
+    /// both backends an UPDATE holds it to the end of the transaction),
+    /// so two owners demoting each other at once cannot both win.
+    pub async fn change_member(
         &self,
         account_id: &str,
         id: &str,
-        role: AccountRole,
-    ) -> Result<User> {
-        let sql =
+        role: Option<AccountRole>,
+    ) -> Result<TeamChange> {
+        let lock = "UPDATE accounts SET name = name WHERE id = $1";
+        let current = "SELECT * FROM users WHERE account_id = $1 AND id = $2";
+        let owners = "SELECT count(*) FROM users WHERE account_id = $1 AND account_role = 'owner'";
+        let set =
             "UPDATE users SET account_role = $1 WHERE account_id = $2 AND id = $3 RETURNING *";
-        Ok(on_pool!(self, |p| sqlx::query_as::<_, User>(sql)
-            .bind(role.as_str())
-            .bind(account_id)
-            .bind(id)
-            .fetch_one(p)
-            .await)?)
+        let delete = "DELETE FROM users WHERE account_id = $1 AND id = $2";
+        on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            let n = sqlx::query(lock)
+                .bind(account_id)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            expect_one(n)?;
+            let member = sqlx::query_as::<_, User>(current)
+                .bind(account_id)
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            if member.account_role == AccountRole::Owner && role != Some(AccountRole::Owner) {
+                let n: i64 = sqlx::query_scalar(owners)
+                    .bind(account_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if n <= 1 {
+                    return Ok(TeamChange::LastOwner);
+                }
+            }
+            let changed = match role {
+                Some(role) => TeamChange::Changed(Some(
+                    sqlx::query_as::<_, User>(set)
+                        .bind(role.as_str())
+                        .bind(account_id)
+                        .bind(id)
+                        .fetch_one(&mut *tx)
+                        .await?,
+                )),
+                None => {
+                    sqlx::query(delete)
+                        .bind(account_id)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await?;
+                    TeamChange::Changed(None)
+                }
+            };
+            tx.commit().await?;
+            Ok(changed)
+        })
     }
 
     /// Deletes the user; their sessions open nothing from then on.
-    pub async fn delete_user(&self, account_id: Option<&str>, id: &str) -> Result<()> {
-        let sql = "DELETE FROM users WHERE id = $1 AND ($2 IS NULL OR account_id = $2)";
+    pub async fn delete_user(&self, id: &str) -> Result<()> {
+        let sql = "DELETE FROM users WHERE id = $1";
         let n = on_pool!(self, |p| sqlx::query(sql)
             .bind(id)
-            .bind(account_id)
             .execute(p)
             .await
             .map(|r| r.rows_affected()))?;

@@ -145,6 +145,11 @@ async fn a_platform_onboards_a_customer_by_its_external_id(store: Store) {
             json!({ "name": "Slashed", "external_id": "cus/43" }),
             StatusCode::BAD_REQUEST,
         ),
+        // It would read as another account's Dakghar id in every path.
+        (
+            json!({ "name": "Shadow", "external_id": format!("acc_{}", "x".repeat(22)) }),
+            StatusCode::BAD_REQUEST,
+        ),
         (json!({ "name": " " }), StatusCode::BAD_REQUEST),
         (json!({ "name": "X", "extra": 1 }), StatusCode::BAD_REQUEST),
     ] {

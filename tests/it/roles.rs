@@ -19,6 +19,7 @@ use crate::{
 on_both_backends!(
     every_server_function_refuses_what_the_role_may_not,
     owners_invite_change_roles_and_remove_members,
+    two_owners_demoting_each_other_at_once_leave_one_owner,
     embedding_lets_only_the_named_origins_frame_portal_sessions,
     the_brand_names_and_colours_every_page,
 );
@@ -300,6 +301,49 @@ async fn owners_invite_change_roles_and_remove_members(store: Store) {
     assert_eq!(status, StatusCode::OK);
     let (status, _) = server_fn(app, &dev, "me", &[]).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+async fn two_owners_demoting_each_other_at_once_leave_one_owner(store: Store) {
+    let p = Platform::new(store).await;
+    let account = p.account("Customer A", Some("cus_a")).await;
+    let app = &p.app;
+    let ana = member(app, &account, "ana@a.example", AccountRole::Owner).await;
+    let bo = member(app, &account, "bo@a.example", AccountRole::Owner).await;
+    let id = |email: &'static str| async move { app.store.user_by_email(email).await.unwrap().id };
+    let (ana_id, bo_id) = (id("ana@a.example").await, id("bo@a.example").await);
+    for round in 0..8 {
+        let demote_bo = [("user_id", bo_id.as_str()), ("role", "developer")];
+        let demote_ana = [("user_id", ana_id.as_str()), ("role", "developer")];
+        let (a, b) = tokio::join!(
+            server_fn(app, &ana, "team_role", &demote_bo),
+            server_fn(app, &bo, "team_role", &demote_ana),
+        );
+        let owners: Vec<_> = app
+            .store
+            .account_users(&account)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|u| u.account_role == AccountRole::Owner)
+            .collect();
+        assert_eq!(owners.len(), 1, "round {round}: {a:?} {b:?}");
+        let won = [a.0, b.0].iter().filter(|s| s.is_success()).count();
+        assert_eq!(won, 1, "round {round}: {a:?} {b:?}");
+        // The one still owner makes the other owner again for the next round.
+        let (winner, loser) = if owners[0].id == ana_id {
+            (&ana, &bo_id)
+        } else {
+            (&bo, &ana_id)
+        };
+        let (status, body) = server_fn(
+            app,
+            winner,
+            "team_role",
+            &[("user_id", loser), ("role", "owner")],
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
 }
 
 fn header_of(res: &reqwest::Response, name: header::HeaderName) -> String {
