@@ -7,7 +7,12 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 use leptos::prelude::LeptosOptions;
 
-use crate::{clock::SharedClock, config::ServeConfig, delivery::engine::Engine, store::Store};
+use crate::{
+    clock::SharedClock,
+    config::ServeConfig,
+    delivery::engine::Engine,
+    store::{Ingester, Store},
+};
 
 /// The services every request handler and server function shares.
 #[derive(Debug)]
@@ -16,6 +21,8 @@ pub struct Ctx {
     pub clock: SharedClock,
     pub config: ServeConfig,
     pub engine: Arc<Engine>,
+    /// Writes ingested events, a group per commit.
+    pub ingester: Ingester,
     /// Wakes the mailer: someone waits for an email just queued.
     pub mail: Arc<tokio::sync::Notify>,
 }

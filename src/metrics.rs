@@ -97,12 +97,12 @@ pub fn describe() {
     describe_histogram!(
         "dakghar_db_ingest_seconds",
         Unit::Seconds,
-        "The ingest transaction: an event and its deliveries stored"
+        "An event stored with its deliveries: the wait for its group's ingest transaction included"
     );
     describe_histogram!(
         "dakghar_db_claim_seconds",
         Unit::Seconds,
-        "One claim, waiting for the cluster-wide claim lock included"
+        "One claim: its endpoints locked, their free slots counted, the rows leased"
     );
     describe_histogram!(
         "dakghar_db_record_seconds",

@@ -83,6 +83,7 @@ impl Application {
         let state = AppState {
             leptos_options,
             ctx: Arc::new(Ctx {
+                ingester: crate::store::Ingester::start(store.clone()),
                 store,
                 clock,
                 config,

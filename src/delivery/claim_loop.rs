@@ -107,7 +107,7 @@ impl Engine {
     pub(super) async fn work(self: Arc<Self>, shutdown: CancellationToken) {
         let batch = batch_permits(&self.settings);
         // Claim in chunks even when the room comes back a delivery at a
-        // time: every claim takes the cluster-wide claim lock.
+        // time: every claim is a transaction, and locks its endpoints.
         let chunk = (batch / 4).clamp(1, self.room_size());
         while !shutdown.is_cancelled() {
             let notified = self.wake.notified();

@@ -1,11 +1,12 @@
 //! Ingest (SPEC §3): the event and one pending delivery per subscribed
-//! endpoint in one transaction, idempotent on the producer's id, and the
+//! endpoint in one transaction (shared with the events that arrive with
+//! it: `store::Ingester`), idempotent on the producer's id, and the
 //! workers woken.
 
 use crate::{
     context::Ctx,
     error::Result,
-    store::{Delivery, NewEvent, StoreError},
+    store::{Delivery, NewEvent, NewIngest, StoreError},
 };
 
 /// What an ingest left behind.
@@ -23,11 +24,14 @@ pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Inge
     let now = ctx.clock.now();
     let give_up_at = now.plus(ctx.engine.settings().retry_window);
     let (account_id, id) = (new.account_id.clone(), new.id.clone());
-    let inserted = crate::metrics::timed(
-        "dakghar_db_ingest_seconds",
-        ctx.store.insert_event_for(new, only, now, give_up_at),
-    )
-    .await;
+    let new = NewIngest {
+        event: new,
+        only: only.map(str::to_owned),
+        now,
+        give_up_at,
+    };
+    let inserted =
+        crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;
     match inserted {
         Ok(inserted) => {
             ctx.engine.wake().await;

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 
 use super::{
-    sql::placeholders, Attempt, Delivery, DeliveryState, Endpoint, Event, Pool, Result, Store,
-    StoreError,
+    ingest::NewIngest, postgres, sql::placeholders, sqlite, Attempt, Delivery, DeliveryState,
+    Event, Pool, Result, Store, StoreError,
 };
-use crate::{clock::Timestamp, ids};
+use crate::clock::Timestamp;
 
 pub struct NewEvent {
     pub account_id: String,
@@ -45,10 +45,25 @@ pub struct EventPage {
 }
 
 impl Store {
-    /// Stores the event and one `pending` delivery per subscribed endpoint
-    /// (paused ones too: skipping them would lose data; disabled ones not),
-    /// all in one transaction. A producer id seen before is a `Conflict`
-    /// and leaves nothing behind.
+    /// Stores every event of `batch` with one `pending` delivery per
+    /// subscribed endpoint (paused ones too: skipping them would lose
+    /// data; disabled ones not), all in one transaction. Each answers for
+    /// itself: a producer id seen before, or earlier in the batch, is a
+    /// `Conflict` and leaves nothing behind. An `Err` of the whole call
+    /// means nothing of the batch was written.
+    pub async fn insert_events(&self, batch: &[NewIngest]) -> Result<Vec<Result<InsertedEvent>>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        match (&self.pool, &self.writer) {
+            (Pool::Postgres(p), _) => postgres::insert_events(p, batch).await,
+            (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
+                sqlite::insert_events(w, batch).await
+            }
+        }
+    }
+
+    /// `insert_events` for one event.
     pub async fn insert_event(
         &self,
         new: NewEvent,
@@ -67,53 +82,16 @@ impl Store {
         now: Timestamp,
         give_up_at: Timestamp,
     ) -> Result<InsertedEvent> {
-        // The write comes first so SQLite takes its write lock at once
-        // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
-        let insert_event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
-                            VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING *";
-        let endpoints = "SELECT * FROM endpoints WHERE account_id = $1 AND state <> 'disabled' \
-                         ORDER BY created_at, id";
-        let insert_delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, \
-                               state, next_attempt_at, give_up_at, created_at, updated_at) \
-                               VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5) RETURNING *";
-        on_writer!(self, |p| {
-            let mut tx = p.begin().await?;
-            let Some(event) = sqlx::query_as::<_, Event>(insert_event)
-                .bind(&new.account_id)
-                .bind(&new.id)
-                .bind(&new.event_type)
-                .bind(&new.payload)
-                .bind(now.millis())
-                .fetch_optional(&mut *tx)
-                .await?
-            else {
-                tx.rollback().await?;
-                return Err(StoreError::Conflict("an event with this id"));
-            };
-            let targets = sqlx::query_as::<_, Endpoint>(endpoints)
-                .bind(&new.account_id)
-                .fetch_all(&mut *tx)
-                .await?;
-            let mut deliveries = Vec::new();
-            let chosen = targets.iter().filter(|e| match only {
-                Some(id) => e.id == id,
-                None => e.wants(&event.event_type),
-            });
-            for endpoint in chosen {
-                let delivery = sqlx::query_as::<_, Delivery>(insert_delivery)
-                    .bind(ids::new_id(ids::DELIVERY))
-                    .bind(&event.account_id)
-                    .bind(&event.id)
-                    .bind(&endpoint.id)
-                    .bind(now.millis())
-                    .bind(give_up_at.millis())
-                    .fetch_one(&mut *tx)
-                    .await?;
-                deliveries.push(delivery);
-            }
-            tx.commit().await?;
-            Ok(InsertedEvent { event, deliveries })
-        })
+        let one = NewIngest {
+            event: new,
+            only: only.map(str::to_owned),
+            now,
+            give_up_at,
+        };
+        self.insert_events(std::slice::from_ref(&one))
+            .await?
+            .pop()
+            .unwrap_or(Err(StoreError::Conflict("an event with this id")))
     }
 
     pub async fn event(&self, account_id: &str, id: &str) -> Result<Event> {

@@ -9,9 +9,10 @@ use sqlx::{
 
 use super::{
     completion::{healthy_endpoints, Completion, Outcome},
+    ingest::{self, NewIngest},
     parse_options, redact_url,
-    sql::{CLAIM_SLOTS, ENDPOINT_SUCCEEDED, UNCLAIMED},
-    Delivery, Pool, Result, Store, StoreError,
+    sql::{ENDPOINT_SUCCEEDED, UNCLAIMED},
+    Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -63,69 +64,27 @@ pub async fn connect_pooled(
     })
 }
 
-/// The claim itself, built once. `$1` now, `$2` lease end, `$3` batch
-/// size, `$4` the claim token.
-static CLAIM: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH slots AS MATERIALIZED ({CLAIM_SLOTS}), \
-           picked AS ( \
-             SELECT c.id, c.next_attempt_at FROM slots s \
-             CROSS JOIN LATERAL ( \
-               SELECT d.id, d.next_attempt_at FROM deliveries d \
-               WHERE d.endpoint_id = s.id AND d.state = 'pending' AND d.next_attempt_at <= $1 \
-               ORDER BY d.next_attempt_at, d.id LIMIT GREATEST(s.free, 0)) c \
-             WHERE s.free > 0 \
-             ORDER BY c.next_attempt_at, c.id LIMIT $3) \
-         UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-           claim_token = $4, updated_at = $1 \
-         FROM picked WHERE deliveries.id = picked.id AND deliveries.state = 'pending' \
-         RETURNING deliveries.*"
-    )
-});
-
-/// Claims run one at a time across all nodes (a transaction-scoped advisory
-/// lock), so the free slots each claim sees (`CLAIM_SLOTS`) are exact.
-/// Each endpoint with free slots gives at most that many of its oldest due
-/// rows (an index walk per endpoint), so a claim costs the same with 100
-/// or 1 M deliveries queued. SQLite follows the same rules in Rust.
+/// Claims in one statement, `dakghar_claim_due` (migration 0012, where
+/// its rules are explained): each endpoint is locked, without waiting, only
+/// while its free slots are counted and its rows leased, so claims on
+/// every node run side by side and `max_in_flight` still holds across
+/// them. One round trip: the claim is on the path of every first attempt.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
 ) -> Result<Vec<Delivery>> {
-    let mut tx = pool.begin().await?;
-    // A claim need not survive a database crash: if it is lost, the row is
-    // simply pending again and its attempt's result is refused as a lost
-    // claim, so the delivery is sent again (at least once still holds).
-    // Not waiting for the WAL flush shortens how long the claim lock is held.
-    //
-    // No bitmap scans: every delivery leaves a dead entry in the small
-    // in-flight index when it moves on, and only a plain index scan marks
-    // such entries dead for the next scan to skip. Under bitmap scans each
-    // claim re-read every dead entry since the last vacuum: at a million
-    // queued deliveries a claim took 43 ms instead of a few.
-    sqlx::query(
-        "SELECT set_config('synchronous_commit', 'off', true), \
-                set_config('enable_bitmapscan', 'off', true), \
-                pg_advisory_xact_lock($1, hashtext(current_schema()))",
+    Ok(
+        sqlx::query_as::<_, Delivery>("SELECT * FROM dakghar_claim_due($1, $2, $3, $4)")
+            .bind(now.millis())
+            .bind(lease_until.millis())
+            .bind(limit)
+            .bind(crate::ids::random_token(16))
+            .fetch_all(pool)
+            .await?,
     )
-    .bind(CLAIM_LOCK)
-    .execute(&mut *tx)
-    .await?;
-    let claimed = sqlx::query_as::<_, Delivery>(&CLAIM)
-        .bind(now.millis())
-        .bind(lease_until.millis())
-        .bind(limit)
-        .bind(crate::ids::random_token(16))
-        .fetch_all(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(claimed)
 }
-
-/// The advisory-lock class for claiming ("dk" in ASCII).
-const CLAIM_LOCK: i32 = 0x646b;
 
 /// The channel that tells every node's workers new work is due. Named per
 /// schema so separate installations (and tests) on one server stay apart.
@@ -225,6 +184,54 @@ pub(super) async fn complete_attempts(
                 .ok_or_else(|| StoreError::LostClaim(c.claimed.id.clone()))
         })
         .collect())
+}
+
+/// `Store::insert_events` in three statements whatever the batch size:
+/// the events, the accounts' endpoints, the deliveries, each as arrays.
+pub(super) async fn insert_events(
+    pool: &PgPool,
+    batch: &[NewIngest],
+) -> Result<Vec<Result<InsertedEvent>>> {
+    let events = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
+                    $5::int8[]) \
+                  ON CONFLICT DO NOTHING RETURNING account_id, id";
+    let endpoints = "SELECT * FROM endpoints WHERE account_id = ANY($1) AND state <> 'disabled' \
+                     ORDER BY created_at, id";
+    let deliveries = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
+                        next_attempt_at, give_up_at, created_at, updated_at) \
+                      SELECT i.id, i.account_id, i.event_id, i.endpoint_id, 'pending', i.at, \
+                        i.give_up_at, i.at, i.at \
+                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
+                        $6::int8[]) AS i(id, account_id, event_id, endpoint_id, at, give_up_at)";
+    let mut tx = pool.begin().await?;
+    let kept: Vec<(String, String)> = sqlx::query_as(events)
+        .bind(column(batch, |n| n.event.account_id.clone()))
+        .bind(column(batch, |n| n.event.id.clone()))
+        .bind(column(batch, |n| n.event.event_type.clone()))
+        .bind(column(batch, |n| n.event.payload.clone()))
+        .bind(column(batch, |n| n.now.millis()))
+        .fetch_all(&mut *tx)
+        .await?;
+    let targets: Vec<Endpoint> = sqlx::query_as(endpoints)
+        .bind(ingest::accounts(batch))
+        .fetch_all(&mut *tx)
+        .await?;
+    let results = ingest::fan_out(batch, &kept, &targets);
+    let rows = ingest::new_deliveries(&results);
+    if !rows.is_empty() {
+        sqlx::query(deliveries)
+            .bind(column(&rows, |d| d.id.clone()))
+            .bind(column(&rows, |d| d.account_id.clone()))
+            .bind(column(&rows, |d| d.event_id.clone()))
+            .bind(column(&rows, |d| d.endpoint_id.clone()))
+            .bind(column(&rows, |d| d.created_at))
+            .bind(column(&rows, |d| d.give_up_at))
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(results)
 }
 
 /// One array parameter for `unnest`: a field of every row.

@@ -23,7 +23,8 @@ pub struct BatchInputs {
 
 impl Store {
     /// Takes up to `limit` due deliveries, within each endpoint's free
-    /// in-flight slots (see `CLAIM_SLOTS`), and leases them until
+    /// in-flight slots (`max_in_flight`, one for a half-open circuit), the
+    /// longest-waiting endpoint first, and leases them until
     /// `lease_until`. No two claimers ever receive the same row.
     pub async fn claim_due(
         &self,

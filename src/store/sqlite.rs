@@ -9,9 +9,10 @@ use sqlx::{
 
 use super::{
     completion::{healthy_endpoints, Completion, Outcome},
+    ingest::{self, NewIngest},
     parse_options,
-    sql::{placeholders, ANY_OPEN_SLOT, ENDPOINT_SUCCEEDED, OPEN_SLOTS, UNCLAIMED},
-    Delivery, Pool, Result, Store, StoreError,
+    sql::{placeholders, ENDPOINT_SUCCEEDED, UNCLAIMED},
+    Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -61,12 +62,46 @@ fn display_path(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-/// Picks per endpoint: each endpoint with free slots gives at most that
-/// many of its oldest due rows (a walk of its due index), the oldest of
-/// those win, and the same transaction leases them. `BEGIN IMMEDIATE`
-/// takes SQLite's one write lock first, so no other claim (from any
-/// process on the file) sees the same slots or rows. A claim costs the
-/// same with 100 or 1 M deliveries queued.
+/// Each active endpoint whose circuit lets work through, with how many
+/// more deliveries it may have in flight (`free`, may be ≤ 0): a closed
+/// circuit allows `max_in_flight`, a half-open one a single trial. Claims
+/// count it under the write lock, so `max_in_flight` holds across every
+/// process on the file. Postgres's claim function (migration 0012) keeps
+/// the same rule. `$1` is now.
+const CLAIM_SLOTS: &str = "SELECT e.id, \
+       CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
+         - (SELECT count(*) FROM deliveries b \
+            WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free \
+     FROM endpoints e \
+     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
+
+/// Endpoints with free slots and due work, the longest-waiting first:
+/// `(id, free)`, `$1` now. Built once: every claim and every poll runs it.
+static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT id, free FROM ( \
+           SELECT s.id, s.free, (SELECT min(d.next_attempt_at) FROM deliveries d \
+             WHERE d.endpoint_id = s.id AND d.state = 'pending') AS at \
+           FROM ({CLAIM_SLOTS}) s WHERE s.free > 0) \
+         WHERE at <= $1 ORDER BY at"
+    )
+});
+
+/// Whether any endpoint has a free slot and due work.
+static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
+           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
+             AND d.next_attempt_at <= $1) LIMIT 1"
+    )
+});
+
+/// The endpoints give their oldest due rows, the longest-waiting endpoint
+/// first, each as many as its free slots and what is left of `limit`
+/// allow, and the same transaction leases them: a claim reads about
+/// `limit` rows however deep the queue and however many endpoints wait.
+/// `BEGIN IMMEDIATE` takes SQLite's one write lock first, so no other
+/// claim (from any process on the file) sees the same slots or rows.
 pub(super) async fn claim_due(
     reader: &SqlitePool,
     writer: &SqlitePool,
@@ -84,7 +119,7 @@ pub(super) async fn claim_due(
     if found.is_none() {
         return Ok(Vec::new());
     }
-    let due = "SELECT id, next_attempt_at FROM deliveries \
+    let due = "SELECT id FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
@@ -92,18 +127,20 @@ pub(super) async fn claim_due(
         .bind(now.millis())
         .fetch_all(&mut *tx)
         .await?;
-    let mut picked: Vec<(i64, String)> = Vec::new();
+    let mut picked: Vec<String> = Vec::new();
     for (endpoint_id, free) in open {
-        let rows: Vec<(String, i64)> = sqlx::query_as(due)
+        let take = free.min(limit - picked.len() as i64);
+        if take <= 0 {
+            break;
+        }
+        let ids: Vec<String> = sqlx::query_scalar(due)
             .bind(&endpoint_id)
             .bind(now.millis())
-            .bind(free.min(limit))
+            .bind(take)
             .fetch_all(&mut *tx)
             .await?;
-        picked.extend(rows.into_iter().map(|(id, at)| (at, id)));
+        picked.extend(ids);
     }
-    picked.sort_unstable();
-    picked.truncate(usize::try_from(limit).unwrap_or(0));
     if picked.is_empty() {
         tx.rollback().await?;
         return Ok(Vec::new());
@@ -118,7 +155,7 @@ pub(super) async fn claim_due(
         .bind(now.millis())
         .bind(lease_until.millis())
         .bind(crate::ids::random_token(16));
-    for (_, id) in &picked {
+    for id in &picked {
         q = q.bind(id);
     }
     let claimed = q.fetch_all(&mut *tx).await?;
@@ -200,4 +237,56 @@ pub(super) async fn complete_attempts(
     }
     tx.commit().await?;
     Ok(answers)
+}
+
+/// `Store::insert_events` a statement per row, like `complete_attempts`.
+pub(super) async fn insert_events(
+    writer: &SqlitePool,
+    batch: &[NewIngest],
+) -> Result<Vec<Result<InsertedEvent>>> {
+    let event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING account_id, id";
+    let accounts = ingest::accounts(batch);
+    let endpoints = format!(
+        "SELECT * FROM endpoints WHERE account_id IN ({}) AND state <> 'disabled' \
+         ORDER BY created_at, id",
+        placeholders(1, accounts.len())
+    );
+    let delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
+                      next_attempt_at, give_up_at, created_at, updated_at) \
+                    VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5)";
+    // The write comes first so SQLite takes its write lock at once
+    // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
+    let mut tx = writer.begin().await?;
+    let mut kept = Vec::with_capacity(batch.len());
+    for n in batch {
+        let row: Option<(String, String)> = sqlx::query_as(event)
+            .bind(&n.event.account_id)
+            .bind(&n.event.id)
+            .bind(&n.event.event_type)
+            .bind(&n.event.payload)
+            .bind(n.now.millis())
+            .fetch_optional(&mut *tx)
+            .await?;
+        kept.extend(row);
+    }
+    let mut q = sqlx::query_as::<_, Endpoint>(&endpoints);
+    for id in &accounts {
+        q = q.bind(id);
+    }
+    let targets = q.fetch_all(&mut *tx).await?;
+    let results = ingest::fan_out(batch, &kept, &targets);
+    for d in ingest::new_deliveries(&results) {
+        sqlx::query(delivery)
+            .bind(&d.id)
+            .bind(&d.account_id)
+            .bind(&d.event_id)
+            .bind(&d.endpoint_id)
+            .bind(d.created_at)
+            .bind(d.give_up_at)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(results)
 }

@@ -5,8 +5,8 @@ use std::{collections::HashSet, time::Duration};
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
     store::{
-        AttemptRecord, Backend, DeliveryState, EndpointState, NewEvent, Role, Store, StoreError,
-        Transition,
+        AttemptRecord, Backend, DeliveryState, EndpointState, Ingester, NewEvent, NewIngest, Role,
+        Store, StoreError, Transition,
     },
 };
 
@@ -17,6 +17,7 @@ on_both_backends!(
     an_event_and_its_deliveries_are_stored_together,
     a_failure_half_way_leaves_nothing_behind,
     a_duplicate_producer_event_id_is_rejected_cleanly,
+    a_group_of_events_answers_for_each_and_stores_what_it_answers,
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     concurrent_claimers_never_share_a_delivery,
@@ -248,22 +249,7 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
         .unwrap();
 
     // A real fault inside the real database: the second delivery insert aborts.
-    let trigger = match store.backend() {
-        Backend::Sqlite => format!(
-            "CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
-             WHEN NEW.endpoint_id = '{}' BEGIN SELECT RAISE(ABORT, 'planted fault'); END;",
-            doomed.id
-        ),
-        Backend::Postgres => format!(
-            "CREATE FUNCTION planted_fault() RETURNS trigger AS $$ BEGIN \
-               IF NEW.endpoint_id = '{}' THEN RAISE EXCEPTION 'planted fault'; END IF; \
-               RETURN NEW; END $$ LANGUAGE plpgsql; \
-             CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
-               FOR EACH ROW EXECUTE FUNCTION planted_fault();",
-            doomed.id
-        ),
-    };
-    store.execute_script(&trigger).await.unwrap();
+    plant_fault(&store, &doomed.id).await;
 
     let result = store
         .insert_event(
@@ -291,6 +277,206 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
             .await
             .unwrap(),
         0
+    );
+}
+
+/// Ingest's group commit: one call, many events of several accounts, each
+/// answered on its own; what it answers is exactly what was stored.
+async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acme = store.create_account("acme", now).await.unwrap();
+    let globex = store.create_account("globex", now).await.unwrap();
+    let all = store
+        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let paid = store
+        .create_endpoint(
+            new_endpoint(&acme.id, "https://b.example/", &["invoice.paid"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let theirs = store
+        .create_endpoint(new_endpoint(&globex.id, "https://c.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .insert_event(
+            event(&acme.id, "seen", "invoice.paid"),
+            now,
+            now.plus(WINDOW),
+        )
+        .await
+        .unwrap();
+
+    let item = |account: &str, id: &str, event_type: &str, only: Option<&str>| NewIngest {
+        event: event(account, id, event_type),
+        only: only.map(str::to_owned),
+        now,
+        give_up_at: now.plus(WINDOW),
+    };
+    let batch = [
+        item(&acme.id, "paid", "invoice.paid", None),
+        item(&acme.id, "seen", "invoice.paid", None),
+        item(&globex.id, "paid", "invoice.paid", None),
+        item(&acme.id, "twice", "invoice.created", None),
+        item(&acme.id, "twice", "invoice.paid", None),
+        item(&acme.id, "test", "invoice.created", Some(&paid.id)),
+    ];
+    let answers = store.insert_events(&batch).await.unwrap();
+    assert_eq!(answers.len(), batch.len());
+    let targets = |i: usize| -> Vec<String> {
+        let mut ids: Vec<String> = answers[i]
+            .as_ref()
+            .unwrap()
+            .deliveries
+            .iter()
+            .map(|d| d.endpoint_id.clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut both = vec![all.id.clone(), paid.id.clone()];
+    both.sort();
+    assert_eq!(targets(0), both, "every endpoint that wants the type");
+    assert!(
+        matches!(answers[1], Err(StoreError::Conflict(_))),
+        "stored before: {:?}",
+        answers[1]
+    );
+    assert_eq!(
+        targets(2),
+        vec![theirs.id.clone()],
+        "the same id, another account"
+    );
+    assert_eq!(targets(3), vec![all.id.clone()], "the filter holds");
+    assert!(
+        matches!(answers[4], Err(StoreError::Conflict(_))),
+        "the batch's second 'twice': {:?}",
+        answers[4]
+    );
+    assert_eq!(
+        targets(5),
+        vec![paid.id.clone()],
+        "only, whatever the filter"
+    );
+
+    for (i, answer) in answers.iter().enumerate() {
+        let Ok(inserted) = answer else { continue };
+        let e = &batch[i].event;
+        assert_eq!(
+            store.event(&e.account_id, &e.id).await.unwrap(),
+            inserted.event
+        );
+        for d in &inserted.deliveries {
+            assert_eq!(
+                &store.delivery(&d.id).await.unwrap(),
+                d,
+                "stored as answered"
+            );
+        }
+    }
+    let twice = store.event(&acme.id, "twice").await.unwrap();
+    assert_eq!(
+        twice.event_type, "invoice.created",
+        "the first of the batch won"
+    );
+    assert_eq!(
+        store
+            .count_deliveries(DeliveryState::Pending)
+            .await
+            .unwrap(),
+        2 + 2 + 1 + 1 + 1,
+        "the first 'seen' and the batch's new ones, nothing for the conflicts"
+    );
+}
+
+/// Makes every delivery insert for `endpoint_id` abort, inside the database.
+async fn plant_fault(store: &Store, endpoint_id: &str) {
+    let trigger = match store.backend() {
+        Backend::Sqlite => format!(
+            "CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
+             WHEN NEW.endpoint_id = '{endpoint_id}' BEGIN SELECT RAISE(ABORT, 'planted fault'); END;"
+        ),
+        Backend::Postgres => format!(
+            "CREATE FUNCTION planted_fault() RETURNS trigger AS $$ BEGIN \
+               IF NEW.endpoint_id = '{endpoint_id}' THEN RAISE EXCEPTION 'planted fault'; END IF; \
+               RETURN NEW; END $$ LANGUAGE plpgsql; \
+             CREATE TRIGGER planted_fault BEFORE INSERT ON deliveries \
+               FOR EACH ROW EXECUTE FUNCTION planted_fault();"
+        ),
+    };
+    store.execute_script(&trigger).await.unwrap();
+}
+
+/// On one thread, so the writer cannot start before all three events of
+/// the group are queued.
+mod one_bad_event_of_a_group_fails_alone {
+    #[tokio::test(flavor = "current_thread")]
+    async fn sqlite() {
+        let db = crate::helpers::TestDb::sqlite().await;
+        super::one_bad_event_of_a_group_fails_alone(db.store.clone()).await;
+        db.finish().await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn postgres() {
+        let Some(db) = crate::helpers::TestDb::postgres().await else {
+            return;
+        };
+        super::one_bad_event_of_a_group_fails_alone(db.store.clone()).await;
+        db.finish().await;
+    }
+}
+
+/// Events that arrive together share a transaction; one that cannot be
+/// stored fails alone, and the others are stored.
+async fn one_bad_event_of_a_group_fails_alone(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acme = store.create_account("acme", now).await.unwrap();
+    let globex = store.create_account("globex", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let doomed = store
+        .create_endpoint(new_endpoint(&globex.id, "https://b.example/", &[]), now)
+        .await
+        .unwrap();
+    plant_fault(&store, &doomed.id).await;
+    let ingester = Ingester::start(store.clone());
+    let item = |account: &str, id: &str| NewIngest {
+        event: event(account, id, "invoice.paid"),
+        only: None,
+        now,
+        give_up_at: now.plus(WINDOW),
+    };
+    // Polled together on one thread, all three are queued before the
+    // writer runs: they form one group.
+    let (a, b, c) = tokio::join!(
+        ingester.insert(item(&acme.id, "a")),
+        ingester.insert(item(&globex.id, "b")),
+        ingester.insert(item(&acme.id, "c")),
+    );
+    assert_eq!(a.unwrap().deliveries.len(), 1);
+    assert!(
+        matches!(&b, Err(StoreError::Database(e)) if e.to_string().contains("planted fault")),
+        "{b:?}"
+    );
+    assert_eq!(c.unwrap().deliveries.len(), 1);
+    assert!(matches!(
+        store.event(&globex.id, "b").await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        store
+            .count_deliveries(DeliveryState::Pending)
+            .await
+            .unwrap(),
+        2
     );
 }
 
