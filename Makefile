@@ -11,6 +11,13 @@ export PATH := $(TOOLS)/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 # keeps `cargo test`, clippy and cargo-leptos from rebuilding each other's crates.
 export LEPTOS_OUTPUT_NAME := dakghar
 
+# npm packages under .tools. A `--no-save` install there removes what it
+# does not name, so the bench's install names binaryen too.
+BINARYEN = binaryen@132
+# The bench's peer, bench/peers/graphile-worker/run.mjs, and its HTTP client.
+GRAPHILE_WORKER_VERSION = 0.17.3
+UNDICI_VERSION = 7.30.2
+
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
 .PHONY: run test build tools lint test-rust e2e e2e-deps bench fuzz clean
@@ -42,8 +49,13 @@ e2e: build e2e-deps
 
 # A benchmark, never part of `make test`: SQLite, plus Postgres when
 # BENCH_DATABASE_URL or TEST_DATABASE_URL names one. BENCH_SIZE=full
-# burns down 100 k events × 10 endpoints instead of × 1.
+# burns down 100 k events × 10 endpoints instead of × 1. On Postgres,
+# graphile-worker runs the same burn-down as a peer (bench/peers/).
 bench:
+	@grep -qs '"version": "$(GRAPHILE_WORKER_VERSION)"' $(TOOLS)/node_modules/graphile-worker/package.json \
+	  && grep -qs '"version": "$(UNDICI_VERSION)"' $(TOOLS)/node_modules/undici/package.json \
+	  || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund \
+	       $(BINARYEN) graphile-worker@$(GRAPHILE_WORKER_VERSION) undici@$(UNDICI_VERSION)
 	cargo bench --bench dakghar
 
 # The property tests of the parsers that take outside input (Retry-After,
@@ -59,7 +71,7 @@ tools:
 	@# version the registry lacks, hence no --locked.
 	@wasm-bindgen --version 2>/dev/null | grep -q ' $(WASM_BINDGEN_VERSION)$$' || cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
 	@# wasm-opt from npm's binaryen: Debian's (v108) breaks hydration.
-	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund binaryen@132
+	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund $(BINARYEN)
 
 e2e-deps:
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)

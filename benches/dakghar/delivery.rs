@@ -134,28 +134,14 @@ pub async fn run(
         ))
         .await
         .unwrap();
-    let burned = store
-        .count_deliveries(DeliveryState::Pending)
-        .await
-        .unwrap() as usize;
-    let before = rx.count();
-    let start = Instant::now();
-    let node = Server::start(&db.child_url, &[], dir).await;
-    let cpu_before = cpu::sample(node.pid());
-    let steps_before = histograms(&node.base).await;
-    let deadline = start + Duration::from_secs(3600);
-    while rx.count() - before < burned {
-        assert!(Instant::now() < deadline, "the burn-down stalled");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let burn_per_sec = burned as f64 / start.elapsed().as_secs_f64();
-    let burn_cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
-    let burn_steps_ms = step_means(&steps_before, &histograms(&node.base).await);
-    let (_, burn_peak_mib) = node.memory();
-    eprintln!(
-        "  burn-down: {burned} in {:.1}s",
-        start.elapsed().as_secs_f64()
-    );
+    let (burn, node) = burn_down(&db, rx, dir).await;
+    let Burn {
+        burned,
+        per_sec: burn_per_sec,
+        cpu: burn_cpu,
+        steps_ms: burn_steps_ms,
+        peak_mib: burn_peak_mib,
+    } = burn;
 
     let mut latency = Vec::new();
     for load in [0.1, 0.7] {
@@ -175,6 +161,68 @@ pub async fn run(
         burn_steps_ms,
         latency,
     }
+}
+
+pub struct Burn {
+    pub burned: usize,
+    pub per_sec: f64,
+    pub cpu: cpu::PerDelivery,
+    pub steps_ms: [f64; 5],
+    pub peak_mib: f64,
+}
+
+/// Starts a node on a database with its backlog queued and times it
+/// until the receiver has every pending delivery; the node keeps running.
+async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
+    let burned = db
+        .store
+        .count_deliveries(DeliveryState::Pending)
+        .await
+        .unwrap() as usize;
+    let before = rx.count();
+    let start = Instant::now();
+    let node = Server::start(&db.child_url, &[], dir).await;
+    let cpu_before = cpu::sample(node.pid());
+    let steps_before = histograms(&node.base).await;
+    let deadline = start + Duration::from_secs(3600);
+    while rx.count() - before < burned {
+        assert!(Instant::now() < deadline, "the burn-down stalled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let per_sec = burned as f64 / start.elapsed().as_secs_f64();
+    let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
+    let steps_ms = step_means(&steps_before, &histograms(&node.base).await);
+    let (_, peak_mib) = node.memory();
+    eprintln!(
+        "  burn-down: {burned} in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    let burn = Burn {
+        burned,
+        per_sec,
+        cpu,
+        steps_ms,
+        peak_mib,
+    };
+    (burn, node)
+}
+
+/// The burn-down alone, of `events` × `endpoints` queued before the node
+/// starts: the figure set beside the peer's, same size and receiver.
+pub async fn burn_only(
+    backend: &Backend,
+    rx: &Receiver,
+    events: usize,
+    endpoints: usize,
+    dir: &Path,
+) -> Burn {
+    let db = BenchDb::new(backend).await;
+    let account = seed::account(&db.store, endpoints, &rx.fast_url, 64).await;
+    seed::queue(&db.store, &account.id, events, "small").await;
+    let (burn, node) = burn_down(&db, rx, dir).await;
+    node.stop().await;
+    db.finish().await;
+    burn
 }
 
 /// Sends events on a fixed schedule whatever the server does, and times

@@ -4,15 +4,19 @@
 //!
 //! BENCH_SIZE=quick (100 k events × 1 endpoint, the default) or full
 //! (100 k × 10); BENCH_DATABASE_URL (else TEST_DATABASE_URL) adds Postgres;
-//! BENCH_BACKENDS=sqlite,postgres picks which run; BENCH_DASHBOARD=off
-//! skips the dashboard (its million rows take a while) when comparing
-//! engine changes.
+//! BENCH_BACKENDS=sqlite,postgres picks which run; BENCH_PARTS picks the
+//! parts (engine, ingest, claims, peer, dashboard; all by default) when
+//! comparing one change; BENCH_DASHBOARD=off drops the dashboard (its
+//! million rows take a while).
 
 mod ceiling;
+mod claims;
 mod cpu;
 mod dashboard;
 mod db;
 mod delivery;
+mod ingest;
+mod peer;
 mod receiver;
 mod report;
 mod seed;
@@ -60,16 +64,48 @@ async fn main() {
         let db = BenchDb::new(backend).await;
         let db_latency = ceiling::db_latency(&db.store, endpoints, &rx.fast_url).await;
         db.finish().await;
-        eprintln!(
-            "[{}] the engine: memory, burn-down, latency",
-            backend.name()
-        );
-        let delivery = delivery::run(backend, &rx, events, endpoints, logs.path()).await;
-        let dashboard = if std::env::var("BENCH_DASHBOARD").as_deref() == Ok("off") {
-            None
+        let part = |name: &str| {
+            let parts = std::env::var("BENCH_PARTS").unwrap_or_default();
+            let dashboard_off = std::env::var("BENCH_DASHBOARD").as_deref() == Ok("off");
+            (parts.is_empty() || parts.split(',').any(|p| p.trim() == name))
+                && !(name == "dashboard" && dashboard_off)
+        };
+        let delivery = if part("engine") {
+            eprintln!(
+                "[{}] the engine: memory, burn-down, latency",
+                backend.name()
+            );
+            Some(delivery::run(backend, &rx, events, endpoints, logs.path()).await)
         } else {
+            None
+        };
+        let ingest = if part("ingest") {
+            eprintln!("[{}] ingest over HTTP, alone and mixed", backend.name());
+            Some(ingest::run(backend, &rx, 20_000, logs.path()).await)
+        } else {
+            None
+        };
+        let claims = if part("claims") {
+            eprintln!("[{}] claims alone, 1 M queued", backend.name());
+            Some(claims::run(backend, 1_000_000, 1_000, &rx.fast_url).await)
+        } else {
+            None
+        };
+        let peer = match backend {
+            Backend::Postgres(url) if part("peer") => {
+                eprintln!("[postgres] the peer's size: 5 000 × 10, Dakghar then graphile-worker");
+                let ours = delivery::burn_only(backend, &rx, 5_000, 10, logs.path()).await;
+                peer::graphile_worker(url, &rx, 5_000, 10)
+                    .await
+                    .map(|theirs| (theirs, ours))
+            }
+            _ => None,
+        };
+        let dashboard = if part("dashboard") {
             eprintln!("[{}] the dashboard at 1 M deliveries", backend.name());
             Some(dashboard::run(backend, &rx, logs.path()).await)
+        } else {
+            None
         };
         let text = report::render(&report::Run {
             backend,
@@ -79,7 +115,10 @@ async fn main() {
             db_ingest,
             db_per_sec,
             db_latency: &db_latency,
-            delivery: &delivery,
+            delivery: delivery.as_ref(),
+            ingest: ingest.as_ref(),
+            claims: claims.as_ref(),
+            peer: peer.as_ref().map(|(theirs, ours)| (theirs, ours)),
             dashboard: dashboard.as_ref(),
         });
         println!("{text}");

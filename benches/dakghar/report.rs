@@ -4,9 +4,9 @@ use std::{fmt::Write as _, process::Command};
 
 use crate::{
     ceiling::{self, Http},
-    dashboard,
+    claims, dashboard,
     db::Backend,
-    delivery,
+    delivery, ingest, peer,
     stats::{ms, Spread},
 };
 
@@ -18,7 +18,11 @@ pub struct Run<'a> {
     pub db_ingest: f64,
     pub db_per_sec: f64,
     pub db_latency: &'a ceiling::DbLatency,
-    pub delivery: &'a delivery::Figures,
+    pub delivery: Option<&'a delivery::Figures>,
+    pub ingest: Option<&'a ingest::Figures>,
+    pub claims: Option<&'a claims::Figures>,
+    /// graphile-worker's burn-down and Dakghar's of the same size.
+    pub peer: Option<(&'a peer::PeerRun, &'a delivery::Burn)>,
     pub dashboard: Option<&'a dashboard::Figures>,
 }
 
@@ -92,12 +96,46 @@ pub fn render(r: &Run) -> String {
         "| Combined ceiling | {ceiling:.0} deliveries/s | 1 / (1/B_http + 1/B_db) |\n"
     );
 
-    let d = r.delivery;
     let _ = writeln!(o, "## Dakghar\n");
     let _ = writeln!(
         o,
         "| Figure | Value | Ratio | Goal | Met |\n|---|---|---|---|---|"
     );
+    if let Some(d) = r.delivery {
+        engine(&mut o, r, d, ceiling);
+    }
+    if let Some(i) = r.ingest {
+        ingest_rows(&mut o, r, i);
+    }
+    if let Some(c) = r.claims {
+        claim_rows(&mut o, c);
+    }
+    if let Some((theirs, ours)) = r.peer {
+        peer_rows(&mut o, theirs, ours, r.delivery);
+    }
+    let Some(dashboard) = r.dashboard else {
+        let _ = writeln!(o, "\nThe dashboard was not measured.");
+        return o;
+    };
+    for (name, s) in &dashboard.pages {
+        let limit = if name.contains("detail") { 20.0 } else { 50.0 };
+        let _ = writeln!(
+            o,
+            "| Dashboard: {name} (1 M deliveries) | {} | | p95 ≤ {limit} ms | {} |",
+            spread_ms(s),
+            yes(ms(s.p95) <= limit)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nDashboard pages are timed over HTTP as a signed-in customer (query and server render), 200 requests each after 20 warm-ups; the million rows took {:.0} s to load.",
+        dashboard.seed_secs
+    );
+    o
+}
+
+/// The burn-down, its CPU and latency, and memory.
+fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     let _ = writeln!(
         o,
         "| Burn-down ({} queued) | {:.0} deliveries/s | {:.2} × ceiling · {:.2} × B_http · {:.2} × B_db | ≥ 0.70 × ceiling | {} |",
@@ -189,25 +227,96 @@ pub fn render(r: &Run) -> String {
         "| Peak RSS over the burn-down | {:.1} MiB | | | |",
         d.burn_peak_mib
     );
-    let Some(dashboard) = r.dashboard else {
-        let _ = writeln!(o, "\nThe dashboard was not measured (BENCH_DASHBOARD=off).");
-        return o;
+}
+
+/// Ingest over HTTP, alone and with delivery at once.
+fn ingest_rows(o: &mut String, r: &Run, i: &ingest::Figures) {
+    let (alone_goal, mixed_goal) = match r.backend {
+        Backend::Sqlite => (1500.0, 1000.0),
+        Backend::Postgres(_) => (2000.0, 1000.0),
     };
-    for (name, s) in &dashboard.pages {
-        let limit = if name.contains("detail") { 20.0 } else { 50.0 };
-        let _ = writeln!(
-            o,
-            "| Dashboard: {name} (1 M deliveries) | {} | | p95 ≤ {limit} ms | {} |",
-            spread_ms(s),
-            yes(ms(s.p95) <= limit)
-        );
-    }
     let _ = writeln!(
         o,
-        "\nDashboard pages are timed over HTTP as a signed-in customer (query and server render), 200 requests each after 20 warm-ups; the million rows took {:.0} s to load.",
-        dashboard.seed_secs
+        "| Ingest alone ({} events, fan-out {}, {} keep-alive producers, no workers) | {:.0} events/s ({:.0} deliveries/s) | {:.0} µs of machine CPU per delivery written | ≥ {alone_goal:.0} events/s | {} |",
+        i.events,
+        ingest::FAN_OUT,
+        ingest::PRODUCERS,
+        i.alone_per_sec,
+        i.alone_per_sec * ingest::FAN_OUT as f64,
+        i.alone_cpu.total_us(),
+        yes(i.alone_per_sec >= alone_goal)
     );
-    o
+    let kept_up = i.mixed_behind.as_secs_f64() < 1.0;
+    let _ = writeln!(
+        o,
+        "| Mixed load: ingest while the same node delivers | {:.0} events/s ingested · {:.0} deliveries/s end to end · {} deliveries queued when posting ended, the last delivered {:.2} s later | | ≥ {mixed_goal:.0} events/s without falling behind (< 1 s) | {} |",
+        i.mixed_per_sec,
+        i.mixed_deliveries_per_sec,
+        i.mixed_left,
+        i.mixed_behind.as_secs_f64(),
+        yes(i.mixed_per_sec >= mixed_goal && kept_up)
+    );
+}
+
+/// Claims alone, by how many claimers run at once.
+fn claim_rows(o: &mut String, c: &claims::Figures) {
+    let one = c.runs.first().map_or(0.0, |r| r.1);
+    for (claimers, per_sec, calls) in &c.runs {
+        let ratio = per_sec / one.max(1e-9);
+        let (goal, met) = if *claimers == 16 {
+            ("≥ 4 × one claimer", yes(ratio >= 4.0))
+        } else {
+            ("", "")
+        };
+        let _ = writeln!(
+            o,
+            "| Claims alone, {claimers} claimer(s), {} queued over {} endpoints | {per_sec:.0} deliveries/s ({calls:.0} claims of ≤ 100/s) | {ratio:.2} × one claimer | {goal} | {met} |",
+            c.queued, c.endpoints
+        );
+    }
+}
+
+/// graphile-worker's burn-down beside Dakghar's of the same size, and
+/// beside the full one when it ran.
+fn peer_rows(
+    o: &mut String,
+    theirs: &peer::PeerRun,
+    ours: &delivery::Burn,
+    full: Option<&delivery::Figures>,
+) {
+    let ratio = ours.per_sec / theirs.per_sec.max(1e-9);
+    let _ = writeln!(
+        o,
+        "| Burn-down of {} (5 000 events × 10 endpoints) | {:.0} deliveries/s · {:.0} µs machine CPU each (server {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB | {ratio:.2} × graphile-worker | ≥ 2 × graphile-worker | {} |",
+        ours.burned,
+        ours.per_sec,
+        ours.cpu.total_us(),
+        ours.cpu.server_us,
+        ours.cpu.postgres_us,
+        ours.cpu.receiver_us,
+        ours.peak_mib,
+        yes(ratio >= 2.0)
+    );
+    let _ = writeln!(
+        o,
+        "| Peer: graphile-worker 0.17.3, the same backlog ({} jobs), receiver and Postgres (local queue 500, batched completion) | {:.0} deliveries/s · {:.0} µs machine CPU each (worker {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB | | | |",
+        theirs.deliveries,
+        theirs.per_sec,
+        theirs.cpu.total_us(),
+        theirs.cpu.server_us,
+        theirs.cpu.postgres_us,
+        theirs.cpu.receiver_us,
+        theirs.peak_rss_mib,
+    );
+    if let Some(d) = full {
+        let ratio = d.burn_per_sec / theirs.per_sec.max(1e-9);
+        let _ = writeln!(
+            o,
+            "| The full burn-down against the peer | {:.0} deliveries/s | {ratio:.2} × graphile-worker | ≥ 2 × graphile-worker | {} |",
+            d.burn_per_sec,
+            yes(ratio >= 2.0)
+        );
+    }
 }
 
 fn machine() -> String {
