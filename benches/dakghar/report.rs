@@ -237,13 +237,16 @@ fn ingest_rows(o: &mut String, r: &Run, i: &ingest::Figures) {
     };
     let _ = writeln!(
         o,
-        "| Ingest alone ({} events, fan-out {}, {} keep-alive producers, no workers) | {:.0} events/s ({:.0} deliveries/s) | {:.0} µs of machine CPU per delivery written | ≥ {alone_goal:.0} events/s | {} |",
+        "| Ingest alone ({} events, fan-out {}, {} keep-alive producers, no workers) | {:.0} events/s ({:.0} deliveries/s) | CPU per event: server {:.0} µs (SQLite's threads {:.0}) · Postgres {:.0} µs · producers {:.0} µs | ≥ {alone_goal:.0} events/s | {} |",
         i.events,
         ingest::FAN_OUT,
         ingest::PRODUCERS,
         i.alone_per_sec,
         i.alone_per_sec * ingest::FAN_OUT as f64,
-        i.alone_cpu.total_us(),
+        i.alone_cpu.server_us * ingest::FAN_OUT as f64,
+        i.alone_cpu.sqlite_us * ingest::FAN_OUT as f64,
+        i.alone_cpu.postgres_us * ingest::FAN_OUT as f64,
+        i.alone_cpu.receiver_us * ingest::FAN_OUT as f64,
         yes(i.alone_per_sec >= alone_goal)
     );
     let kept_up = i.mixed_behind.as_secs_f64() < 1.0;

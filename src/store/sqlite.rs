@@ -78,12 +78,14 @@ const CLAIM_SLOTS: &str = "SELECT e.id, \
 /// Endpoints with free slots and due work, the longest-waiting first:
 /// `(id, free)`, `$1` now. Built once: every claim and every poll runs it.
 static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
+    // Materialized: flattened, SQLite evaluated each probe twice.
     format!(
-        "SELECT id, free FROM ( \
-           SELECT s.id, s.free, (SELECT min(d.next_attempt_at) FROM deliveries d \
-             WHERE d.endpoint_id = s.id AND d.state = 'pending') AS at \
-           FROM ({CLAIM_SLOTS}) s WHERE s.free > 0) \
-         WHERE at <= $1 ORDER BY at"
+        "WITH s AS MATERIALIZED ( \
+           SELECT s.id, s.free, (SELECT d.next_attempt_at FROM deliveries d \
+             WHERE d.endpoint_id = s.id AND d.state = 'pending' \
+             ORDER BY d.next_attempt_at LIMIT 1) AS at \
+           FROM ({CLAIM_SLOTS}) s) \
+         SELECT id, free FROM s WHERE free > 0 AND at <= $1 ORDER BY at"
     )
 });
 
@@ -239,36 +241,56 @@ pub(super) async fn complete_attempts(
     Ok(answers)
 }
 
-/// `Store::insert_events` a statement per row, like `complete_attempts`.
+/// Rows per multi-row INSERT: a statement each costs a round trip to
+/// sqlx's SQLite thread, and a fixed chunk keeps the statement cache to a
+/// few texts.
+const INSERT_CHUNK: usize = 50;
+
+/// `n` rows of `per_row` placeholders, `($1, …), ($k, …)`, with `shape`
+/// wrapping each row's placeholders.
+fn value_rows(n: usize, per_row: usize, shape: impl Fn(&[String]) -> String) -> String {
+    (0..n)
+        .map(|r| {
+            let row: Vec<String> = (1..=per_row)
+                .map(|c| format!("${}", r * per_row + c))
+                .collect();
+            shape(&row)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `Store::insert_events` in multi-row statements of `INSERT_CHUNK` rows.
 pub(super) async fn insert_events(
     writer: &SqlitePool,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
-    let event = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING account_id, id";
     let accounts = ingest::accounts(batch);
     let endpoints = format!(
         "SELECT * FROM endpoints WHERE account_id IN ({}) AND state <> 'disabled' \
          ORDER BY created_at, id",
         placeholders(1, accounts.len())
     );
-    let delivery = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
-                      next_attempt_at, give_up_at, created_at, updated_at) \
-                    VALUES ($1, $2, $3, $4, 'pending', $5, $6, $5, $5)";
     // The write comes first so SQLite takes its write lock at once
     // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
     let mut tx = writer.begin().await?;
     let mut kept = Vec::with_capacity(batch.len());
-    for n in batch {
-        let row: Option<(String, String)> = sqlx::query_as(event)
-            .bind(&n.event.account_id)
-            .bind(&n.event.id)
-            .bind(&n.event.event_type)
-            .bind(&n.event.payload)
-            .bind(n.now.millis())
-            .fetch_optional(&mut *tx)
-            .await?;
-        kept.extend(row);
+    for chunk in batch.chunks(INSERT_CHUNK) {
+        let sql = format!(
+            "INSERT INTO events (account_id, id, event_type, payload, created_at) VALUES {} \
+             ON CONFLICT DO NOTHING RETURNING account_id, id",
+            value_rows(chunk.len(), 5, |p| format!("({})", p.join(", ")))
+        );
+        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+        for n in chunk {
+            q = q
+                .bind(&n.event.account_id)
+                .bind(&n.event.id)
+                .bind(&n.event.event_type)
+                .bind(&n.event.payload)
+                .bind(n.now.millis());
+        }
+        kept.extend(q.fetch_all(&mut *tx).await?);
     }
     let mut q = sqlx::query_as::<_, Endpoint>(&endpoints);
     for id in &accounts {
@@ -276,16 +298,26 @@ pub(super) async fn insert_events(
     }
     let targets = q.fetch_all(&mut *tx).await?;
     let results = ingest::fan_out(batch, &kept, &targets);
-    for d in ingest::new_deliveries(&results) {
-        sqlx::query(delivery)
-            .bind(&d.id)
-            .bind(&d.account_id)
-            .bind(&d.event_id)
-            .bind(&d.endpoint_id)
-            .bind(d.created_at)
-            .bind(d.give_up_at)
-            .execute(&mut *tx)
-            .await?;
+    for chunk in ingest::new_deliveries(&results).chunks(INSERT_CHUNK) {
+        let sql = format!(
+            "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
+               next_attempt_at, give_up_at, created_at, updated_at) VALUES {}",
+            value_rows(chunk.len(), 6, |p| format!(
+                "({}, {}, {}, {}, 'pending', {}, {}, {}, {})",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[4], p[4]
+            ))
+        );
+        let mut q = sqlx::query(&sql);
+        for d in chunk {
+            q = q
+                .bind(&d.id)
+                .bind(&d.account_id)
+                .bind(&d.event_id)
+                .bind(&d.endpoint_id)
+                .bind(d.created_at)
+                .bind(d.give_up_at);
+        }
+        q.execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(results)
