@@ -1,16 +1,14 @@
 //! Ingest's writes in groups: events that arrive at about the same time
-//! share one transaction (`Ingester`). Under load the groups grow by
-//! themselves (a commit per event held Postgres to ~400 events/s at a
-//! fan-out of 10); when idle each event is written the moment it arrives.
-//! The backends write the rows (`postgres.rs` as arrays, `sqlite.rs` a
-//! statement each); what is new and where it goes is decided here, once.
+//! share one transaction (`Ingester`; a commit per event held Postgres to
+//! ~400 events/s at a fan-out of 10). The backends write the rows
+//! (`postgres.rs` as arrays, `sqlite.rs` in multi-row statements); what is
+//! new and where it goes is decided here, once.
 
 use std::collections::HashSet;
 
-use tokio::sync::{mpsc, oneshot};
-
 use super::{
-    Delivery, DeliveryState, Endpoint, Event, InsertedEvent, NewEvent, Result, Store, StoreError,
+    group_commit::GroupCommit, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, NewEvent,
+    Result, Store, StoreError,
 };
 use crate::{clock::Timestamp, ids};
 
@@ -105,57 +103,32 @@ pub(super) fn new_deliveries(results: &[Result<InsertedEvent>]) -> Vec<&Delivery
 }
 
 /// The most events one transaction carries.
-const MAX_BATCH: usize = 256;
+const MAX_GROUP: usize = 256;
 
-type Reply = oneshot::Sender<Result<InsertedEvent>>;
-
+/// Stores ingested events, a group per transaction.
 #[derive(Debug, Clone)]
-pub struct Ingester {
-    queue: mpsc::UnboundedSender<(NewIngest, Reply)>,
-}
+pub struct Ingester(GroupCommit<NewIngest, InsertedEvent>);
 
 impl Ingester {
     /// Starts the writer task; it ends once every `Ingester` is dropped.
     pub fn start(store: Store) -> Ingester {
-        let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_batches(store, rx));
-        Ingester { queue }
+        Ingester(GroupCommit::start(
+            MAX_GROUP,
+            "events",
+            Box::new(move |group| {
+                let store = store.clone();
+                Box::pin(async move { store.insert_events(group).await })
+            }),
+        ))
     }
 
     /// Stores one event; returns once it is committed.
     pub async fn insert(&self, new: NewIngest) -> Result<InsertedEvent> {
-        let (reply, answer) = oneshot::channel();
-        self.queue.send((new, reply)).map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-}
-
-/// The writer is gone only when the node shuts down: try again elsewhere.
-fn stopped() -> StoreError {
-    StoreError::Database(sqlx::Error::PoolClosed)
-}
-
-async fn write_batches(store: Store, mut rx: mpsc::UnboundedReceiver<(NewIngest, Reply)>) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let (items, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
-        if items.len() > 1 {
-            if let Ok(answers) = store.insert_events(&items).await {
-                for (reply, answer) in replies.into_iter().zip(answers) {
-                    let _ = reply.send(answer);
-                }
-                continue;
-            }
-            // Nothing of the group was written. One event's fault (an
-            // account deleted meanwhile, say) must not fail the others:
-            // each is tried on its own and answers for itself.
-        }
-        for (item, reply) in items.into_iter().zip(replies) {
-            let answer = match store.insert_events(std::slice::from_ref(&item)).await {
-                Ok(mut one) => one.pop().unwrap_or_else(|| Err(stopped())),
-                Err(e) => Err(e),
-            };
-            let _ = reply.send(answer);
-        }
+        // The writer is gone only when the node shuts down: try again
+        // elsewhere, as with the database unreachable.
+        self.0
+            .write(new)
+            .await
+            .unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
     }
 }
