@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::{
-    ingest::NewIngest, postgres, sql::placeholders, sqlite, Attempt, Delivery, DeliveryState,
-    Event, Pool, Result, Store, StoreError,
+    ingest::NewIngest, sql::placeholders, Attempt, Delivery, DeliveryState, Event, Pool, Result,
+    Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -45,24 +45,6 @@ pub struct EventPage {
 }
 
 impl Store {
-    /// Stores every event of `batch` with one `pending` delivery per
-    /// subscribed endpoint (paused ones too: skipping them would lose
-    /// data; disabled ones not), all in one transaction. Each answers for
-    /// itself: a producer id seen before, or earlier in the batch, is a
-    /// `Conflict` and leaves nothing behind. An `Err` of the whole call
-    /// means nothing of the batch was written.
-    pub async fn insert_events(&self, batch: &[NewIngest]) -> Result<Vec<Result<InsertedEvent>>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        match (&self.pool, &self.writer) {
-            (Pool::Postgres(p), _) => postgres::insert_events(p, batch).await,
-            (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
-                sqlite::insert_events(w, batch).await
-            }
-        }
-    }
-
     /// `insert_events` for one event.
     pub async fn insert_event(
         &self,

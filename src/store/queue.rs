@@ -1,16 +1,19 @@
-//! The queue: everything a claimed delivery goes through. Claiming, the
-//! batch's inputs, the attempt's result written with the delivery's next
-//! state (group commit), and the other exits of a claim (released,
-//! postponed, expired, rescued after a lost lease), plus the "work is due"
-//! announcements between nodes.
+//! The queue: everything a delivery goes through. Entering it (a group of
+//! ingested events and their deliveries), claiming, the batch's inputs,
+//! the attempt's result written with the delivery's next state (group
+//! commit), and the other exits of a claim (released, postponed, expired,
+//! rescued after a lost lease), plus the "work is due" announcements
+//! between nodes.
 
 use std::{collections::HashMap, sync::LazyLock};
 
 use super::{
     completion::{AttemptRecord, Completion, Transition},
+    ingest::NewIngest,
     postgres,
     sql::{placeholders, UNCLAIMED},
-    sqlite, Delivery, DeliveryState, Endpoint, Event, Pool, Result, Store, StoreError,
+    sqlite, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, Result, Store,
+    StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -22,6 +25,24 @@ pub struct BatchInputs {
 }
 
 impl Store {
+    /// Stores every event of `batch` with one `pending` delivery per
+    /// subscribed endpoint (paused ones too: skipping them would lose
+    /// data; disabled ones not), all in one transaction. Each answers for
+    /// itself: a producer id seen before, or earlier in the batch, is a
+    /// `Conflict` and leaves nothing behind. An `Err` of the whole call
+    /// means nothing of the batch was written.
+    pub async fn insert_events(&self, batch: &[NewIngest]) -> Result<Vec<Result<InsertedEvent>>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        match (&self.pool, &self.writer) {
+            (Pool::Postgres(p), _) => postgres::insert_events(p, batch).await,
+            (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
+                sqlite::insert_events(w, batch).await
+            }
+        }
+    }
+
     /// Takes up to `limit` due deliveries, within each endpoint's free
     /// in-flight slots (`max_in_flight`, one for a half-open circuit), the
     /// longest-waiting endpoint first, and leases them until
