@@ -225,20 +225,11 @@ impl Store {
             "SELECT * FROM endpoints WHERE id IN ({})",
             placeholders(1, endpoint_ids.len())
         );
-        // By the event's own key, which the claimed rows carry: no second
-        // look at the deliveries. Several deliveries may share an event.
-        let mut event_keys: Vec<(&str, &str)> = claimed
-            .iter()
-            .map(|d| (d.account_id.as_str(), d.event_id.as_str()))
-            .collect();
-        event_keys.sort_unstable();
-        event_keys.dedup();
-        let pairs: Vec<String> = (0..event_keys.len())
-            .map(|k| format!("(${}, ${})", 2 * k + 1, 2 * k + 2))
-            .collect();
         let events_sql = format!(
-            "SELECT * FROM events WHERE (account_id, id) IN ({})",
-            pairs.join(", ")
+            "SELECT d.id AS delivery_id, e.* FROM deliveries d \
+             JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
+             WHERE d.id IN ({})",
+            placeholders(1, claimed.len())
         );
         let (endpoints, events) = on_pool!(self, |p| {
             let mut q = sqlx::query_as::<_, Endpoint>(&endpoints_sql);
@@ -246,32 +237,23 @@ impl Store {
                 q = q.bind(*id);
             }
             let endpoints = q.fetch_all(p).await?;
-            let mut q = sqlx::query_as::<_, Event>(&events_sql);
-            for (account_id, id) in &event_keys {
-                q = q.bind(*account_id).bind(*id);
+            let mut q = sqlx::query_as::<_, WithDelivery>(&events_sql);
+            for d in claimed {
+                q = q.bind(&d.id);
             }
             let events = q.fetch_all(p).await?;
             Ok::<_, sqlx::Error>((endpoints, events))
         })?;
-        let by_key: HashMap<(&str, &str), &Event> = events
-            .iter()
-            .map(|e| ((e.account_id.as_str(), e.id.as_str()), e))
-            .collect();
-        let events = claimed
-            .iter()
-            .filter_map(|d| {
-                by_key
-                    .get(&(d.account_id.as_str(), d.event_id.as_str()))
-                    .map(|e| (d.id.clone(), (*e).clone()))
-            })
-            .collect();
         Ok(BatchInputs {
             endpoints: self
                 .opened_all(endpoints)?
                 .into_iter()
                 .map(|e| (e.id.clone(), e))
                 .collect(),
-            events,
+            events: events
+                .into_iter()
+                .map(|w| (w.delivery_id, w.event))
+                .collect(),
         })
     }
 }
@@ -294,4 +276,11 @@ fn claim_held(rows: u64, claimed: &Delivery) -> Result<()> {
     } else {
         Err(StoreError::LostClaim(claimed.id.clone()))
     }
+}
+
+#[derive(sqlx::FromRow)]
+struct WithDelivery {
+    delivery_id: String,
+    #[sqlx(flatten)]
+    event: Event,
 }
