@@ -18,7 +18,7 @@ use crate::{
     receiver::Receiver,
     seed,
     server::Server,
-    stats::{spread, Spread},
+    stats::{ms, spread, Spread},
 };
 
 pub struct Figures {
@@ -32,6 +32,28 @@ pub struct Figures {
     /// Mean ms of each of `STEPS` over the burn-down.
     pub burn_steps_ms: [f64; 5],
     pub latency: Vec<Latency>,
+    pub knee: Knee,
+}
+
+/// The knee of the mixed load: the highest open-loop rate, as a share of
+/// the burn-down rate, at which every delivery arrives and p99 from the
+/// event's scheduled send to the receiver stays within `KNEE_P99`; past
+/// it the queue grows. Found by halving the interval between the highest
+/// load known to hold and the lowest known not to.
+pub struct Knee {
+    /// `None`: not even the lowest load held.
+    pub load: Option<f64>,
+    pub per_sec: f64,
+    /// Each probe's load, p99, and whether it held.
+    pub probes: Vec<(f64, Duration, bool)>,
+}
+
+pub const KNEE_P99: Duration = Duration::from_millis(50);
+
+impl Latency {
+    fn holds(&self) -> bool {
+        self.missing == 0 && self.refused == 0 && self.spread.p99 <= KNEE_P99
+    }
 }
 
 pub struct Latency {
@@ -146,8 +168,10 @@ pub async fn run(
     let mut latency = Vec::new();
     for load in [0.1, 0.7] {
         let per_sec = burn_per_sec * load;
-        latency.push(open_loop(rx, &node.base, &key, endpoints, per_sec, load).await);
+        let tag = format!("lat{}", (load * 100.0) as u32);
+        latency.push(open_loop(rx, &node.base, &key, endpoints, per_sec, load, &tag).await);
     }
+    let knee = knee(rx, &node.base, &key, endpoints, burn_per_sec, &latency).await;
     node.stop().await;
     db.finish().await;
     Figures {
@@ -160,6 +184,61 @@ pub async fn run(
         burn_cpu,
         burn_steps_ms,
         latency,
+        knee,
+    }
+}
+
+/// See `Knee`. The loads already run (`known`) bound the search; four
+/// more probes narrow it to about 1/16 of the interval.
+async fn knee(
+    rx: &Receiver,
+    base: &str,
+    key: &str,
+    endpoints: usize,
+    burn_per_sec: f64,
+    known: &[Latency],
+) -> Knee {
+    let mut probes: Vec<(f64, Duration, bool)> = known
+        .iter()
+        .map(|l| (l.load, l.spread.p99, l.holds()))
+        .collect();
+    let mut held = probes
+        .iter()
+        .filter(|p| p.2)
+        .map(|p| p.0)
+        .fold(None, |best: Option<f64>, l| {
+            Some(best.map_or(l, |b| b.max(l)))
+        });
+    let mut lo = held.unwrap_or(0.0);
+    let mut hi = probes
+        .iter()
+        .filter(|p| !p.2 && p.0 > lo)
+        .map(|p| p.0)
+        .fold(1.0_f64, f64::min);
+    for step in 0..4 {
+        let load = (lo + hi) / 2.0;
+        let tag = format!("knee{step}");
+        let l = open_loop(rx, base, key, endpoints, burn_per_sec * load, load, &tag).await;
+        let ok = l.holds();
+        eprintln!(
+            "  knee probe at {:.0} %: p99 {:.1} ms, {}",
+            load * 100.0,
+            ms(l.spread.p99),
+            if ok { "holds" } else { "does not hold" }
+        );
+        probes.push((load, l.spread.p99, ok));
+        if ok {
+            lo = load;
+            held = Some(load);
+        } else {
+            hi = load;
+        }
+    }
+    probes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Knee {
+        load: held,
+        per_sec: held.unwrap_or(0.0) * burn_per_sec,
+        probes,
     }
 }
 
@@ -235,6 +314,7 @@ async fn open_loop(
     endpoints: usize,
     deliveries_per_sec: f64,
     load: f64,
+    tag: &str,
 ) -> Latency {
     let events_per_sec = (deliveries_per_sec / endpoints as f64).max(1.0);
     let n = ((events_per_sec * 10.0) as usize).clamp(200, 20_000);
@@ -244,7 +324,6 @@ async fn open_loop(
     let refused = Arc::new(AtomicUsize::new(0));
     let answered = Arc::new(std::sync::Mutex::new(Vec::with_capacity(n)));
     rx.note_arrivals(true);
-    let tag = format!("lat{}", (load * 100.0) as u32);
     let start = tokio::time::Instant::now() + Duration::from_millis(100);
     let mut sends = Vec::with_capacity(n);
     for i in 0..n {

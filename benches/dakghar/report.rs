@@ -194,6 +194,26 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
             }
         );
     }
+    let k = &d.knee;
+    let probes = k
+        .probes
+        .iter()
+        .map(|(load, p99, held)| {
+            let verdict = if *held { "holds" } else { "does not" };
+            format!("{:.0} % {verdict} (p99 {:.1} ms)", load * 100.0, ms(*p99))
+        })
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let _ = writeln!(
+        o,
+        "| Knee of the mixed load (open loop; every delivery arrives, p99 scheduled send → receiver ≤ {} ms) | {} | {probes} | ≥ 0.70 × burn-down | {} |",
+        delivery::KNEE_P99.as_millis(),
+        match k.load {
+            Some(load) => format!("{:.0} deliveries/s ({load:.2} × burn-down)", k.per_sec),
+            None => "below the lowest load probed".into(),
+        },
+        yes(k.load.is_some_and(|load| load >= 0.7))
+    );
     for l in &d.latency {
         let _ = writeln!(
             o,

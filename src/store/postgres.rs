@@ -64,7 +64,7 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_due` (migration 0012, where
+/// Claims in one statement, `dakghar_claim_due` (migrations 0012 and 0014, where
 /// its rules are explained): each endpoint is locked, without waiting, only
 /// while its free slots are counted and its rows leased, so claims on
 /// every node run side by side and `max_in_flight` still holds across
