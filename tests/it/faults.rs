@@ -70,8 +70,27 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_server(url: &str, port: u16) -> Child {
-    Command::new(BIN)
+/// A `dakghar serve` child that dies with its test: without this, a failed
+/// assertion left the server running after the test process, claiming
+/// against its schema.
+struct Served(Child);
+
+impl Served {
+    /// SIGKILL, and reaped.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn start_server(url: &str, port: u16) -> Served {
+    let child = Command::new(BIN)
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .args(["--allow-subnets", "127.0.0.1/32", "--retention", "off"])
         .args(["--lease", "3s", "--request-timeout", "2s"])
@@ -83,7 +102,8 @@ fn start_server(url: &str, port: u16) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start dakghar serve")
+        .expect("start dakghar serve");
+    Served(child)
 }
 
 /// Posts each event until the server has it (202; the same id again is
@@ -152,8 +172,7 @@ async fn a_server_killed_mid_run_delivers_every_accepted_event_after_restart(db:
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    server.kill().expect("SIGKILL");
-    server.wait().unwrap();
+    server.kill();
     let at_kill = rx.count();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut server = start_server(&url, port);
@@ -183,8 +202,7 @@ async fn a_server_killed_mid_run_delivers_every_accepted_event_after_restart(db:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    server.kill().unwrap();
-    server.wait().unwrap();
+    server.kill();
 }
 
 async fn ten_seconds_without_the_database_lose_nothing(db: &TestDb) {
