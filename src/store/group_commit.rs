@@ -3,9 +3,9 @@
 //! write goes out the moment it arrives. Ingest (`Ingester`) and attempt
 //! results (`delivery::Recorder`) both write this way.
 
-use std::{future::Future, pin::Pin, sync::Arc};
+use std::{future::Future, pin::Pin};
 
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
 
@@ -17,9 +17,6 @@ pub type WriteGroup<I, O> = Box<dyn for<'a> Fn(&'a [I]) -> Written<'a, O> + Send
 pub type Written<'a, O> = Pin<Box<dyn Future<Output = Result<Vec<Result<O>>>> + Send + 'a>>;
 
 type Reply<O> = oneshot::Sender<Result<O>>;
-
-/// The queue's far end, shared by the writers.
-type Pending<I, O> = Arc<Mutex<mpsc::UnboundedReceiver<(I, Reply<O>)>>>;
 
 pub struct GroupCommit<I, O> {
     queue: mpsc::UnboundedSender<(I, Reply<O>)>,
@@ -43,31 +40,8 @@ impl<I: Send + Sync + 'static, O: Send + 'static> GroupCommit<I, O> {
     /// Starts the writer task; it ends once every handle is dropped. `what`
     /// names the items in the log.
     pub fn start(max_group: usize, what: &'static str, write: WriteGroup<I, O>) -> Self {
-        Self::start_parallel(1, max_group, what, write)
-    }
-
-    /// Like `start`, with `writers` transactions open at once. One writer
-    /// makes every item that arrives during a commit wait for that commit
-    /// and then its own; with two, the second takes them at once. Only
-    /// for writes that may commit in any order (each item answers for
-    /// itself, and no two conflict but on a key the database guards).
-    pub fn start_parallel(
-        writers: usize,
-        max_group: usize,
-        what: &'static str,
-        write: WriteGroup<I, O>,
-    ) -> Self {
         let (queue, rx) = mpsc::unbounded_channel();
-        let rx = Arc::new(Mutex::new(rx));
-        let write = Arc::new(write);
-        for _ in 0..writers.max(1) {
-            tokio::spawn(write_groups(
-                Arc::clone(&rx),
-                max_group,
-                what,
-                Arc::clone(&write),
-            ));
-        }
+        tokio::spawn(write_groups(rx, max_group, what, write));
         GroupCommit { queue }
     }
 
@@ -81,14 +55,13 @@ impl<I: Send + Sync + 'static, O: Send + 'static> GroupCommit<I, O> {
 }
 
 async fn write_groups<I, O>(
-    rx: Pending<I, O>,
+    mut rx: mpsc::UnboundedReceiver<(I, Reply<O>)>,
     max_group: usize,
     what: &'static str,
-    write: Arc<WriteGroup<I, O>>,
+    write: WriteGroup<I, O>,
 ) {
     let mut group = Vec::with_capacity(max_group);
-    // The lock is held only while waiting for items, never while writing.
-    while rx.lock().await.recv_many(&mut group, max_group).await > 0 {
+    while rx.recv_many(&mut group, max_group).await > 0 {
         let (items, replies): (Vec<_>, Vec<_>) = group.drain(..).unzip();
         match write(&items).await {
             Ok(answers) => {

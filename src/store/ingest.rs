@@ -110,19 +110,9 @@ const MAX_GROUP: usize = 256;
 pub struct Ingester(GroupCommit<NewIngest, InsertedEvent>);
 
 impl Ingester {
-    /// Starts the writer tasks; they end once every `Ingester` is dropped.
-    /// Postgres takes two transactions at once (SQLite has one writer):
-    /// an event's ingest is on the path to its first attempt, and with one
-    /// writer every event that arrived during a commit waited for it.
-    /// Events answer for themselves and a producer id is guarded by its
-    /// unique key, so groups may commit in any order.
+    /// Starts the writer task; it ends once every `Ingester` is dropped.
     pub fn start(store: Store) -> Ingester {
-        let writers = match store.backend() {
-            super::Backend::Postgres => 2,
-            super::Backend::Sqlite => 1,
-        };
-        Ingester(GroupCommit::start_parallel(
-            writers,
+        Ingester(GroupCommit::start(
             MAX_GROUP,
             "events",
             Box::new(move |group| {
