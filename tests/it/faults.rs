@@ -77,15 +77,15 @@ struct Served(Child);
 
 impl Served {
     /// SIGKILL, and reaped.
-    fn kill(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    fn kill(&mut self) -> std::io::Result<()> {
+        self.0.kill()?;
+        self.0.wait().map(drop)
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        self.kill();
+        let _ = self.kill();
     }
 }
 
@@ -172,7 +172,7 @@ async fn a_server_killed_mid_run_delivers_every_accepted_event_after_restart(db:
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    server.kill();
+    server.kill().expect("SIGKILL");
     let at_kill = rx.count();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut server = start_server(&url, port);
@@ -202,7 +202,7 @@ async fn a_server_killed_mid_run_delivers_every_accepted_event_after_restart(db:
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    server.kill();
+    server.kill().unwrap();
 }
 
 async fn ten_seconds_without_the_database_lose_nothing(db: &TestDb) {
