@@ -202,13 +202,7 @@ async fn knee(
         .iter()
         .map(|l| (l.load, l.spread.p99, l.holds()))
         .collect();
-    let mut held = probes
-        .iter()
-        .filter(|p| p.2)
-        .map(|p| p.0)
-        .fold(None, |best: Option<f64>, l| {
-            Some(best.map_or(l, |b| b.max(l)))
-        });
+    let mut held = probes.iter().filter(|p| p.2).map(|p| p.0).reduce(f64::max);
     let mut lo = held.unwrap_or(0.0);
     let mut hi = probes
         .iter()
