@@ -60,7 +60,9 @@ impl From<Error> for AppError {
         match e {
             Error::NotFound(_) => AppError::NotFound,
             Error::Invalid { message, .. } => AppError::Invalid(message),
-            Error::Conflict(message) => AppError::Conflict(message),
+            Error::Conflict(message) | Error::ConflictCode { message, .. } => {
+                AppError::Conflict(message)
+            }
             Error::RateLimited { retry_after_s, .. } => AppError::RateLimited { retry_after_s },
             Error::Unauthorized(_) => AppError::Unauthorized,
             e @ (Error::Store(_) | Error::Password(_)) => {

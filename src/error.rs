@@ -16,6 +16,9 @@ pub enum Error {
     /// Not in a state that allows this, or already there.
     #[error("{0}")]
     Conflict(String),
+    /// A conflict a program must tell apart from others, by `code`.
+    #[error("{message}")]
+    ConflictCode { code: &'static str, message: String },
     /// Over a budget; worth trying again in `retry_after_s`.
     #[error("{message}")]
     RateLimited { message: String, retry_after_s: u64 },

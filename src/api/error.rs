@@ -103,6 +103,9 @@ impl From<Error> for ApiError {
             Error::NotFound(what) => ApiError::not_found(what),
             Error::Invalid { code, message } => ApiError::bad_request(code, message),
             Error::Conflict(message) => ApiError::conflict(message),
+            Error::ConflictCode { code, message } => {
+                ApiError::new(StatusCode::CONFLICT, code, message)
+            }
             Error::RateLimited {
                 message,
                 retry_after_s,

@@ -49,6 +49,7 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
     responses(
         (status = 202, description = "Accepted (or the first result of the same id again)", body = IngestOut),
         (status = 400, body = super::error::ErrorOut), (status = 401, body = super::error::ErrorOut),
+        (status = 409, description = "`idempotency_conflict`: the id was used for another type or payload", body = super::error::ErrorOut),
         (status = 413, body = super::error::ErrorOut), (status = 415, body = super::error::ErrorOut),
     ),
     security(("api_key" = [])))]

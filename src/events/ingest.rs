@@ -4,8 +4,9 @@
 //! workers woken.
 
 use crate::{
+    clock::Timestamp,
     context::Ctx,
-    error::Result,
+    error::{Error, Result},
     store::{Delivery, NewEvent, NewIngest, StoreError},
 };
 
@@ -24,6 +25,7 @@ pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Inge
     let now = ctx.clock.now();
     let give_up_at = now.plus(ctx.engine.settings().retry_window);
     let (account_id, id) = (new.account_id.clone(), new.id.clone());
+    let (event_type, payload) = (new.event_type.clone(), new.payload.clone());
     let new = NewIngest {
         event: new,
         only: only.map(str::to_owned),
@@ -40,11 +42,56 @@ pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Inge
                 created: true,
             })
         }
-        // The same id again: the first result, nothing new.
-        Err(StoreError::Conflict(_)) => Ok(Ingested {
-            deliveries: ctx.store.deliveries_of_event(&account_id, &id).await?,
-            created: false,
-        }),
+        // The same id again: the first result, nothing new, as long as it
+        // is the same event. Another event under a used id would otherwise
+        // be dropped without a word.
+        Err(StoreError::Conflict(_)) => {
+            let first = ctx.store.event(&account_id, &id).await?;
+            if first.event_type != event_type || !same_payload(&first.payload, &payload) {
+                return Err(Error::ConflictCode {
+                    code: "idempotency_conflict",
+                    message: format!(
+                        "event {id} was first sent at {} with type {:?} and another payload; \
+                         this one was not stored: send it under a new id",
+                        Timestamp(first.created_at).to_rfc3339(),
+                        first.event_type,
+                    ),
+                });
+            }
+            Ok(Ingested {
+                deliveries: ctx.store.deliveries_of_event(&account_id, &id).await?,
+                created: false,
+            })
+        }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The same bytes, or the same JSON written another way (key order,
+/// spacing): a producer that re-serializes on retry sends the same event.
+fn same_payload(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let parse = |bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    matches!((parse(a), parse(b)), (Some(x), Some(y)) if x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_payload;
+
+    #[test]
+    fn payloads_compare_as_json() {
+        let cases: [(&str, &str, bool); 5] = [
+            (r#"{"a":1}"#, r#"{"a":1}"#, true),
+            (r#"{"a":1,"b":2}"#, r#"{ "b": 2, "a": 1 }"#, true),
+            (r#"{"a":1}"#, r#"{"a":2}"#, false),
+            (r#"{"a":1}"#, r#"{"a":"1"}"#, false),
+            (r#"[1,2]"#, r#"[2,1]"#, false),
+        ];
+        for (a, b, same) in cases {
+            assert_eq!(same_payload(a.as_bytes(), b.as_bytes()), same, "{a} vs {b}");
+        }
     }
 }

@@ -397,22 +397,60 @@ async fn ingest_rejects_bad_input_and_is_idempotent(store: Store) {
     );
 
     let first = api
-        .send(json!({ "id": "order-1", "type": "t", "payload": {"v": 1} }))
+        .send(json!({ "id": "order-1", "type": "t", "payload": {"v": 1, "w": 2} }))
         .await;
-    let again = api
-        .send(json!({ "id": "order-1", "type": "t", "payload": {"v": 2} }))
-        .await;
-    assert_eq!(first, again, "the first result, nothing new");
-    let by_header = api
-        .http
-        .post(&url)
-        .bearer_auth(&api.key)
-        .header("idempotency-key", "order-1")
-        .json(&json!({ "type": "t", "payload": {} }))
-        .send()
-        .await
-        .unwrap();
+    let reordered = post(
+        &api.key,
+        json,
+        br#"{"id":"order-1","type":"t","payload":{ "w": 2, "v": 1 }}"#.to_vec(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reordered.status(), StatusCode::ACCEPTED);
+    assert_eq!(
+        reordered.json::<Value>().await.unwrap(),
+        first,
+        "the same event written another way: the first result, nothing new"
+    );
+    let header = |payload: Value| {
+        api.http
+            .post(&url)
+            .bearer_auth(&api.key)
+            .header("idempotency-key", "order-1")
+            .json(&json!({ "type": "t", "payload": payload }))
+            .send()
+    };
+    let by_header = header(json!({"v": 1, "w": 2})).await.unwrap();
     assert_eq!(by_header.json::<Value>().await.unwrap(), first);
+    for (why, body) in [
+        (
+            "another payload",
+            json!({ "id": "order-1", "type": "t", "payload": {"v": 2, "w": 2} }),
+        ),
+        (
+            "another type",
+            json!({ "id": "order-1", "type": "u", "payload": {"v": 1, "w": 2} }),
+        ),
+    ] {
+        let (s, out) = api
+            .call(reqwest::Method::POST, "/api/v1/events", Some(body))
+            .await;
+        assert_eq!(s, StatusCode::CONFLICT, "{why}: {out}");
+        assert_eq!(out["error"]["code"], "idempotency_conflict", "{why}");
+        let message = out["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("order-1"),
+            "names the first event: {message}"
+        );
+    }
+    let (s, code) = error_of(header(json!({})).await.unwrap()).await;
+    assert_eq!(
+        (s, code.as_str()),
+        (StatusCode::CONFLICT, "idempotency_conflict")
+    );
+    let acme = api.app.store.account_by_name("acme").await.unwrap();
+    let stored = api.app.store.event(&acme.id, "order-1").await.unwrap();
+    assert_eq!(stored.event_type, "t", "the first event is kept");
     assert_eq!(
         api.app
             .store
