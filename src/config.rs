@@ -66,6 +66,10 @@ impl ServeConfig {
                     allow_private: false,
                     allowed: vec![ipnet::IpNet::from(std::net::IpAddr::from([127, 0, 0, 1]))],
                 },
+                // Tests send many deliveries at one frozen instant; those
+                // about pacing set the limits they test.
+                default_rate_limit: None,
+                max_in_flight_per_host: None,
                 ..DeliverySettings::default()
             },
             run_workers: false,

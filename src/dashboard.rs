@@ -11,7 +11,7 @@ use app::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
+        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         AccountRole, Me, Permission, Viewer,
@@ -173,14 +173,14 @@ impl Dashboard for Adapter {
         endpoints::delete(&self.ctx, viewer, id).await
     }
 
-    async fn set_endpoint_paused(
-        &self,
-        viewer: &Viewer,
-        id: &str,
-        paused: bool,
-    ) -> Result<(), AppError> {
+    async fn pause_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
         need(viewer, Permission::Change)?;
-        endpoints::set_paused(&self.ctx, viewer, id, paused).await
+        endpoints::pause(&self.ctx, viewer, id).await
+    }
+
+    async fn resume_endpoint(&self, viewer: &Viewer, id: &str) -> Result<Resumed, AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::resume(&self.ctx, viewer, id).await
     }
 
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {

@@ -20,9 +20,11 @@ pub mod error;
 pub mod recorder;
 pub mod request;
 pub mod retry_after;
+pub mod retry_statuses;
 pub mod settings;
 pub mod signing;
 pub mod target_policy;
+pub mod throttle;
 
 pub use engine::Engine;
 pub use error::DeliveryError;

@@ -118,6 +118,8 @@ pub async fn seed(store: &Store, clock: &SharedClock, receiver: &str) -> Result<
                     secret: signing::new_secret(),
                     rate_limit_per_sec: None,
                     max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+                    retry_strategy: None,
+                    retry_statuses: None,
                 };
                 store.create_endpoint(new, now).await?;
             }

@@ -8,7 +8,10 @@ mod lookalike_host;
 mod validation;
 
 pub use endpoint_url::{EndpointUrl, MAX_URL_CHARS};
-pub use validation::{check_limits, check_types, checked_url, DEFAULT_MAX_IN_FLIGHT};
+pub use validation::{
+    check_limits, check_types, checked_retry_policy, checked_url, DEFAULT_MAX_IN_FLIGHT,
+    MAX_RATE_LIMIT, UNLIMITED,
+};
 
 use crate::{
     clock::Timestamp,
@@ -32,6 +35,10 @@ pub struct EndpointInput {
     pub event_types: Vec<String>,
     pub rate_limit_per_sec: Option<i64>,
     pub max_in_flight: Option<i64>,
+    /// `exponential`, `linear` or `fixed`; `None` follows the installation.
+    pub retry_strategy: Option<String>,
+    /// Statuses to retry (`408,429,5xx`); `None` follows the installation.
+    pub retry_statuses: Option<String>,
 }
 
 /// A change as a customer asks for it; `None` leaves a field as it is.
@@ -40,9 +47,33 @@ pub struct EndpointChange {
     pub url: Option<String>,
     pub description: Option<String>,
     pub event_types: Option<Vec<String>>,
-    /// `Some(None)` removes the limit.
+    /// `Some(None)` goes back to the installation's default.
     pub rate_limit_per_sec: Option<Option<i64>>,
     pub max_in_flight: Option<i64>,
+    /// `Some(None)` follows the installation's policy again.
+    pub retry_strategy: Option<Option<String>>,
+    pub retry_statuses: Option<Option<String>>,
+}
+
+/// The starts per second the endpoint is held to: its own limit, else the
+/// installation's default; `None` is no limit.
+pub fn rate_limit(e: &Endpoint, default: Option<i64>) -> Option<i64> {
+    match e.rate_limit_per_sec {
+        Some(UNLIMITED) => None,
+        Some(own) => Some(own),
+        None => default,
+    }
+}
+
+/// "throttled until T (receiver asked, 429)" while a 429/503 holds the
+/// endpoint's deliveries.
+pub fn throttle_note(e: &Endpoint, now: Timestamp) -> Option<String> {
+    let (until, status) = e.throttle_at(now.millis())?;
+    let asked = status.map_or_else(String::new, |s| format!(", {s}"));
+    Some(format!(
+        "throttled until {} (receiver asked{asked})",
+        Timestamp(until).to_rfc3339()
+    ))
 }
 
 /// A new endpoint with a fresh signing secret (the returned endpoint
@@ -50,7 +81,13 @@ pub struct EndpointChange {
 pub async fn create(ctx: &Ctx, account_id: &str, input: EndpointInput) -> Result<Endpoint> {
     check_types(&input.event_types)?;
     check_limits(input.rate_limit_per_sec, input.max_in_flight)?;
+    let (retry_strategy, retry_statuses) = checked_retry_policy(
+        input.retry_strategy.as_deref(),
+        input.retry_statuses.as_deref(),
+    )?;
     let new = NewEndpoint {
+        retry_strategy,
+        retry_statuses,
         account_id: account_id.to_string(),
         url: checked_url(&input.url, &ctx.engine.settings().targets).await?,
         description: input.description,
@@ -88,7 +125,13 @@ pub async fn update(
         Some(raw) => Some(checked_url(raw, &ctx.engine.settings().targets).await?),
         None => None,
     };
+    let (strategy, statuses) = checked_retry_policy(
+        change.retry_strategy.clone().flatten().as_deref(),
+        change.retry_statuses.clone().flatten().as_deref(),
+    )?;
     let patch = EndpointPatch {
+        retry_strategy: change.retry_strategy.map(|s| s.and(strategy)),
+        retry_statuses: change.retry_statuses.map(|s| s.and(statuses)),
         url,
         description: change.description,
         event_types: change.event_types,
@@ -124,14 +167,38 @@ pub async fn pause(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
 }
 
 /// What queued while paused goes out at once.
-pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Endpoint> {
-    let e = ctx
+/// What a resume found: the endpoint as it now is, the deliveries that
+/// will drain now, and those whose window passed while it was paused
+/// (expired, not sent).
+#[derive(Debug)]
+pub struct Resumed {
+    pub endpoint: Endpoint,
+    pub waiting: i64,
+    pub past_window: i64,
+}
+
+/// The queue drains. Anything whose window passed meanwhile expires
+/// first, so what is sent and what is counted agree.
+pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Resumed> {
+    let now = ctx.clock.now();
+    let before = get(ctx, account_id, id).await?;
+    crate::jobs::deadlines::run_once(&ctx.store, now).await?;
+    let since = Timestamp(before.paused_at.unwrap_or(now.millis()));
+    let (waiting, past_window) = ctx
         .store
-        .resume_endpoint(account_id, id, ctx.clock.now())
+        .paused_backlog(id, crate::jobs::deadlines::REASON, since)
+        .await?;
+    let endpoint = ctx
+        .store
+        .resume_endpoint(account_id, id, now)
         .await
         .or_not_found("endpoint")?;
     ctx.engine.wake().await;
-    Ok(e)
+    Ok(Resumed {
+        endpoint,
+        waiting,
+        past_window,
+    })
 }
 
 /// A new secret; the old one keeps signing for the configured overlap.

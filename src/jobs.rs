@@ -7,10 +7,12 @@
 //! - `retention`: deletes (and optionally archives) old finished history.
 //! - `vacuum`: vacuums `deliveries` on Postgres soon after heavy churn.
 //! - `expired_links`: forgets ended single-use links and portal sessions.
+//! - `deadlines`: expires paused endpoints' deliveries past their window.
 //! - `lease_rescue`: returns deliveries whose lease ran out; the claim
 //!   loops call it before they claim, at most once a second.
 
 pub mod alerts;
+pub mod deadlines;
 pub mod expired_links;
 pub mod lease_rescue;
 pub mod mailer;
@@ -58,6 +60,12 @@ pub fn spawn(
         store.clone(),
         clock.clone(),
         Duration::from_secs(3600),
+        shutdown.clone(),
+    ));
+    running.push(deadlines::spawn(
+        store.clone(),
+        clock.clone(),
+        Duration::from_secs(60),
         shutdown.clone(),
     ));
     running.extend(vacuum::spawn(store.clone(), jobs.vacuum, shutdown.clone()));

@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::store::Store;
+use crate::{clock::Timestamp, store::Store};
 
 /// Buckets in seconds, from a fast local receiver to the request timeout.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -117,6 +117,22 @@ pub fn describe() {
         "dakghar_circuits_open",
         "Endpoints whose circuit breaker is open"
     );
+    describe_gauge!(
+        "dakghar_endpoints_throttled",
+        "Endpoints whose receiver asked (429/503) to hold all deliveries for now"
+    );
+    describe_gauge!(
+        "dakghar_endpoints_in_flight_capped",
+        "Endpoints whose adaptive in-flight cap is below max_in_flight (the receiver showed overload)"
+    );
+    describe_counter!(
+        "dakghar_throttles_total",
+        "429/503 answers that held a whole endpoint, by status"
+    );
+    describe_counter!(
+        "dakghar_in_flight_cap_cuts_total",
+        "Times an endpoint's adaptive in-flight cap was halved (429, 503, timeout)"
+    );
 }
 
 /// Runs `work` and records how long it took in the histogram `name`,
@@ -141,12 +157,14 @@ pub fn status_class(status: Option<u16>) -> &'static str {
 }
 
 /// Sets the gauges from the database, then renders everything.
-pub async fn render(store: &Store) -> String {
-    match store.queue_gauges().await {
+pub async fn render(store: &Store, now: Timestamp) -> String {
+    match store.queue_gauges(now).await {
         Ok(g) => {
             metrics::gauge!("dakghar_queue_depth", "state" => "pending").set(g.pending as f64);
             metrics::gauge!("dakghar_queue_depth", "state" => "in_flight").set(g.in_flight as f64);
             metrics::gauge!("dakghar_circuits_open").set(g.circuits_open as f64);
+            metrics::gauge!("dakghar_endpoints_throttled").set(g.throttled as f64);
+            metrics::gauge!("dakghar_endpoints_in_flight_capped").set(g.capped as f64);
         }
         Err(e) => tracing::warn!(error = %e, "could not read queue gauges for /metrics"),
     }

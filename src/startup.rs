@@ -198,7 +198,7 @@ async fn metrics_text(State(state): State<AppState>) -> impl axum::response::Int
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::render(&state.ctx.store).await,
+        crate::metrics::render(&state.ctx.store, state.ctx.clock.now()).await,
     )
 }
 

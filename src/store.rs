@@ -65,6 +65,7 @@ macro_rules! on_writer {
 mod accounts;
 mod admin;
 mod alerts;
+mod claim_rules;
 mod completion;
 mod endpoints;
 mod error;
@@ -91,8 +92,9 @@ mod users;
 pub use accounts::Deleted;
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
 pub use alerts::{ExpiredSince, ExpiringSoon};
+pub use claim_rules::ClaimRules;
 pub use completion::{AttemptRecord, Completion, Transition};
-pub use endpoints::{EndpointPatch, NewEndpoint};
+pub use endpoints::{EndpointFailure, EndpointPatch, NewEndpoint};
 pub use error::{Result, StoreError};
 pub use events::{EventFilter, EventPage, InsertedEvent, NewEvent};
 pub use group_commit::GroupCommit;
@@ -176,7 +178,7 @@ impl Store {
             Pool::Sqlite(p) => sqlx::migrate!("migrations/sqlite").run(p).await?,
             Pool::Postgres(p) => sqlx::migrate!("migrations/postgres").run(p).await?,
         }
-        Ok(())
+        self.backfill_hosts().await
     }
 
     /// Runs raw SQL; for tests that plant faults (triggers) in a real database.

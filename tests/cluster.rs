@@ -1,6 +1,8 @@
 //! Scale-out on Postgres with real processes: three worker nodes share one
 //! queue, one is killed with SIGKILL mid-run, and nothing is lost, nothing
-//! is claimed twice, and no endpoint ever sees more than its max_in_flight.
+//! is claimed twice, no endpoint ever sees more than its max_in_flight, and
+//! one receiver host shared by two accounts' endpoints never sees more
+//! than the per-host cap.
 //!
 //! A test binary of its own: cargo runs binaries one after another, so its
 //! three busy nodes do not share the CPU with the timing-sensitive tests in
@@ -31,6 +33,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
 const EVENTS: usize = 10_000;
 const ENDPOINTS: usize = 5;
 const MAX_IN_FLIGHT: i64 = 3;
+/// The nodes' `--max-in-flight-per-host`, below what the two endpoints on
+/// the shared receiver allow together.
+const HOST_CAP: i64 = 4;
+const SHARED_MAX_IN_FLIGHT: i64 = 3;
+/// Events of the second account, for its endpoint on the shared receiver.
+const OTHER_EVENTS: usize = 2_000;
 
 fn node(url: &str) -> Child {
     Command::new(BIN)
@@ -44,6 +52,9 @@ fn node(url: &str) -> Child {
             "4",
         ])
         .args(["--request-timeout", "2s", "--lease", "7s"])
+        // Pacing per endpoint is not what this test is about.
+        .args(["--default-rate-limit", "unlimited"])
+        .args(["--max-in-flight-per-host", &HOST_CAP.to_string()])
         .args(["--allow-subnets", "127.0.0.1/32"])
         .env_remove("DATABASE_URL")
         .env("DAKGHAR_DATABASE_URL", url)
@@ -64,26 +75,52 @@ async fn three_nodes_share_the_queue_and_a_killed_one_loses_nothing() {
     let clock = SystemClock;
     let now = clock.now();
     let account = store.create_account("cluster", now).await.unwrap();
+    let other = store.create_account("other", now).await.unwrap();
+    let endpoint = |account_id: &str, url: String, max_in_flight| NewEndpoint {
+        account_id: account_id.to_string(),
+        url,
+        description: String::new(),
+        event_types: vec![],
+        secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
+        rate_limit_per_sec: None,
+        max_in_flight,
+        retry_strategy: None,
+        retry_statuses: None,
+    };
     let mut receivers = Vec::new();
     for _ in 0..ENDPOINTS {
         let rx = Receiver::start().await;
         rx.delay(Duration::from_millis(2));
         store
+            .create_endpoint(endpoint(&account.id, rx.url.clone(), MAX_IN_FLIGHT), now)
+            .await
+            .unwrap();
+        receivers.push(rx);
+    }
+    // One receiver, two accounts' endpoints on it (paths differ, the host
+    // is the same): together they may have 6 in flight, the host 4.
+    let shared = Receiver::start().await;
+    shared.delay(Duration::from_millis(2));
+    for (acc, path) in [(&account.id, "/a"), (&other.id, "/b")] {
+        store
             .create_endpoint(
-                NewEndpoint {
-                    account_id: account.id.clone(),
-                    url: rx.url.clone(),
-                    description: String::new(),
-                    event_types: vec![],
-                    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into(),
-                    rate_limit_per_sec: None,
-                    max_in_flight: MAX_IN_FLIGHT,
-                },
+                endpoint(acc, format!("{}{path}", shared.url), SHARED_MAX_IN_FLIGHT),
                 now,
             )
             .await
             .unwrap();
-        receivers.push(rx);
+    }
+    for i in 0..OTHER_EVENTS {
+        let event = NewEvent {
+            account_id: other.id.clone(),
+            id: format!("oth_{i:05}"),
+            event_type: "t".into(),
+            payload: b"{}".to_vec(),
+        };
+        store
+            .insert_event(event, now, now.plus(Duration::from_secs(3600)))
+            .await
+            .unwrap();
     }
 
     let url = db.process_url();
@@ -118,7 +155,7 @@ async fn three_nodes_share_the_queue_and_a_killed_one_loses_nothing() {
     }
     store.announce_work().await.unwrap();
 
-    let total = (EVENTS * ENDPOINTS) as i64;
+    let total = (EVENTS * (ENDPOINTS + 1) + OTHER_EVENTS) as i64;
     let received = |rxs: &[Receiver]| rxs.iter().map(Receiver::count).sum::<usize>();
     let deadline = Instant::now() + Duration::from_secs(600);
     while received(&receivers) < EVENTS * ENDPOINTS / 3 {
@@ -152,6 +189,21 @@ async fn three_nodes_share_the_queue_and_a_killed_one_loses_nothing() {
         nodes[n].kill().unwrap();
         nodes[n].wait().unwrap();
     }
+    assert!(
+        shared.most_concurrent() as i64 <= HOST_CAP,
+        "the per-host cap holds across nodes, endpoints and accounts: saw {}",
+        shared.most_concurrent()
+    );
+    assert!(
+        shared.most_concurrent() > 1,
+        "the shared host was used concurrently at all: saw {}",
+        shared.most_concurrent()
+    );
+    assert_eq!(
+        shared.count(),
+        EVENTS + OTHER_EVENTS + duplicates_on(&shared),
+        "both accounts' events reached the shared receiver"
+    );
 
     let mut duplicates = 0;
     for rx in &receivers {
@@ -169,11 +221,23 @@ async fn three_nodes_share_the_queue_and_a_killed_one_loses_nothing() {
         assert_eq!(seen.len(), EVENTS, "every event reached every endpoint");
         duplicates += seen.values().map(|n| n - 1).sum::<usize>();
     }
+    duplicates += duplicates_on(&shared);
     // Only what the killed node had sent but not recorded may arrive twice:
     // at most its share of the in-flight slots.
     assert!(
-        duplicates <= ENDPOINTS * MAX_IN_FLIGHT as usize,
+        duplicates <= ENDPOINTS * MAX_IN_FLIGHT as usize + HOST_CAP as usize,
         "{duplicates} duplicates: more than the killed node could have had in flight"
     );
     db.finish().await;
+}
+
+/// Requests beyond the first for each event id.
+fn duplicates_on(rx: &Receiver) -> usize {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for got in rx.got() {
+        *seen
+            .entry(got.headers["webhook-id"].to_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    seen.values().map(|n| n - 1).sum()
 }

@@ -91,3 +91,35 @@ mod tests {
         assert_eq!(relative(7_200_000, 0), "in 2 h 0 min");
     }
 }
+
+/// A count with its thousands apart, as in "1 204 deliveries".
+pub fn count(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push('\u{202f}');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod count_tests {
+    #[test]
+    fn thousands_are_set_apart() {
+        for (n, shown) in [
+            (0, "0"),
+            (999, "999"),
+            (1204, "1\u{202f}204"),
+            (1_000_000, "1\u{202f}000\u{202f}000"),
+            (-4500, "-4\u{202f}500"),
+        ] {
+            assert_eq!(super::count(n), shown);
+        }
+    }
+}

@@ -11,7 +11,7 @@ use crate::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
+        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         Me, Viewer,
@@ -39,12 +39,9 @@ pub trait Dashboard: Send + Sync + 'static {
         form: NewEndpointForm,
     ) -> Result<String, AppError>;
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
-    async fn set_endpoint_paused(
-        &self,
-        viewer: &Viewer,
-        id: &str,
-        paused: bool,
-    ) -> Result<(), AppError>;
+    async fn pause_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
+    /// The queue drains; says what waited.
+    async fn resume_endpoint(&self, viewer: &Viewer, id: &str) -> Result<Resumed, AppError>;
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
     /// Sends a `dakghar.test` event to this endpoint only; returns its id.

@@ -100,7 +100,12 @@ pub async fn db(store: &Store, events: usize, endpoints: usize, url: &str) -> (f
             loop {
                 let now = SystemClock.now();
                 let claimed = store
-                    .claim_due(now, now.plus(Duration::from_secs(300)), 100)
+                    .claim_due(
+                        now,
+                        now.plus(Duration::from_secs(300)),
+                        100,
+                        dakghar::store::ClaimRules::default(),
+                    )
                     .await
                     .unwrap();
                 if claimed.is_empty() {

@@ -48,7 +48,12 @@ pub async fn run(backend: &Backend, queued: usize, endpoints: usize, url: &str) 
                 while start.elapsed() < run_for {
                     let now = SystemClock.now();
                     let got = store
-                        .claim_due(now, now.plus(Duration::from_secs(3600)), BATCH)
+                        .claim_due(
+                            now,
+                            now.plus(Duration::from_secs(3600)),
+                            BATCH,
+                            dakghar::store::ClaimRules::default(),
+                        )
                         .await
                         .unwrap();
                     claimed.fetch_add(got.len(), Ordering::Relaxed);

@@ -33,6 +33,8 @@ pub async fn account(store: &Store, endpoints: usize, url: &str, max_in_flight: 
                     secret: SECRET.into(),
                     rate_limit_per_sec: None,
                     max_in_flight,
+                    retry_strategy: None,
+                    retry_statuses: None,
                 },
                 now,
             )

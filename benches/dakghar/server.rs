@@ -33,6 +33,11 @@ impl Server {
             .args(["serve", "--listen", &listen, "--retention", "off"])
             // The receiver runs on this machine.
             .args(["--allow-subnets", "127.0.0.1/32"])
+            // Every bench endpoint is on that one receiver, and a
+            // burn-down measures the engine, not the pacing a production
+            // default puts on it (50 starts a second, 10 per host).
+            .args(["--default-rate-limit", "unlimited"])
+            .args(["--max-in-flight-per-host", "unlimited"])
             .args(extra)
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db_url)

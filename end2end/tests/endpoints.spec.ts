@@ -87,6 +87,24 @@ test('a test event, the secret behind Reveal, and rotation', async ({ page }, in
   await rx.stop();
 });
 
+test('a receiver that asks to slow down shows as throttled, with a lower cap', async ({ page }, info) => {
+  const rx = await Receiver.start([429]);
+  const type = uniqueId('slow', info.project.name);
+  const created = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type], max_in_flight: 4 });
+  await api('POST', '/api/v1/events', { type, payload: {} });
+  // The answer is recorded a moment after the receiver saw the request.
+  await expect
+    .poll(async () => (await api('GET', `/api/v1/endpoints/${created.id}`)).throttle_status, { timeout: 20_000 })
+    .toBe(429);
+  await signIn(page, info);
+  await page.goto(`/endpoints/${created.id}`);
+  await ready(page, info);
+  await expect(page.getByTestId('throttled')).toContainText('(receiver asked, 429)');
+  await expect(page.getByTestId('in-flight-cap')).toContainText('2 now, of 4');
+  await snapshot(page, info, 'endpoint-throttled');
+  await rx.stop();
+});
+
 test('notifications, API keys and the contract page', async ({ page }, info) => {
   const rx = await Receiver.start([410]);
   const type = uniqueId('gone', info.project.name);
@@ -102,6 +120,7 @@ test('notifications, API keys and the contract page', async ({ page }, info) => 
 
   await page.goto('/docs');
   await expect(page.getByTestId('max-attempts')).toHaveText('16');
+  await expect(page.getByTestId('retry-statuses')).toHaveText('1xx,3xx,402,404-409,411-421,423-499,5xx');
   await expect(page.getByTestId('schedule').locator('tbody tr')).toHaveCount(15);
   await expect(page.getByTestId('api-operations').locator('tr')).toHaveCount(37);
   const doc = await (await fetch(new URL('/api/openapi.json', page.url()))).json();

@@ -9,10 +9,50 @@ use super::{
 };
 use crate::{
     clock::Timestamp,
-    context::AppState,
+    context::{AppState, Ctx},
     endpoints::{self, EndpointChange, EndpointInput},
     store::Endpoint,
 };
+
+/// Starts per second, or `"unlimited"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum RateLimit {
+    PerSecond(i64),
+    Word(Unlimited),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Unlimited {
+    Unlimited,
+}
+
+impl RateLimit {
+    /// As stored: `UNLIMITED` (0) for none, which a number must not
+    /// mean by accident.
+    fn stored(self) -> ApiResult<i64> {
+        match self {
+            RateLimit::PerSecond(n) if n == endpoints::UNLIMITED => Err(ApiError::bad_request(
+                "invalid_rate_limit",
+                format!(
+                    "rate_limit_per_sec must be between 1 and {}, or \"unlimited\"",
+                    endpoints::MAX_RATE_LIMIT
+                ),
+            )),
+            RateLimit::PerSecond(n) => Ok(n),
+            RateLimit::Word(Unlimited::Unlimited) => Ok(endpoints::UNLIMITED),
+        }
+    }
+
+    fn from_stored(n: i64) -> RateLimit {
+        if n == endpoints::UNLIMITED {
+            RateLimit::Word(Unlimited::Unlimited)
+        } else {
+            RateLimit::PerSecond(n)
+        }
+    }
+}
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -22,8 +62,15 @@ pub struct EndpointIn {
     description: String,
     #[serde(default)]
     event_types: Vec<String>,
-    rate_limit_per_sec: Option<i64>,
+    /// Starts per second, or `"unlimited"`; absent or null: the
+    /// installation's default (`--default-rate-limit`).
+    rate_limit_per_sec: Option<RateLimit>,
     max_in_flight: Option<i64>,
+    /// `exponential`, `linear` or `fixed`; absent: the installation's.
+    retry_strategy: Option<String>,
+    /// The statuses to retry, codes, ranges and classes (`408,429,5xx`);
+    /// any other non-2xx fails at once. Absent: the installation's.
+    retry_statuses: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -32,16 +79,30 @@ pub struct EndpointPatchIn {
     url: Option<String>,
     description: Option<String>,
     event_types: Option<Vec<String>>,
-    /// null removes the limit; absent leaves it as it is.
+    /// A number, `"unlimited"`, or null for the installation's default;
+    /// absent leaves it as it is.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<i64>)]
-    rate_limit_per_sec: Option<Option<i64>>,
+    #[schema(value_type = Option<RateLimit>)]
+    rate_limit_per_sec: Option<Option<RateLimit>>,
     max_in_flight: Option<i64>,
+    /// null follows the installation's policy again; absent leaves it.
+    #[serde(default, deserialize_with = "present_text")]
+    #[schema(value_type = Option<String>)]
+    retry_strategy: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present_text")]
+    #[schema(value_type = Option<String>)]
+    retry_statuses: Option<Option<String>>,
 }
 
-/// `"rate_limit_per_sec": null` clears the limit; leaving it out keeps it.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
-    Option::<i64>::deserialize(d).map(Some)
+fn present_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// `"rate_limit_per_sec": null` goes back to the default; leaving it out keeps it.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<RateLimit>>, D::Error> {
+    Option::<RateLimit>::deserialize(d).map(Some)
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -52,11 +113,38 @@ pub struct EndpointOut {
     event_types: Vec<String>,
     state: String,
     pause_reason: Option<String>,
-    rate_limit_per_sec: Option<i64>,
+    /// The endpoint's own limit: a number, `"unlimited"`, or null when the
+    /// installation's default applies.
+    rate_limit_per_sec: Option<RateLimit>,
+    /// The limit in force: starts per second, null for none.
+    effective_rate_limit_per_sec: Option<i64>,
+    /// The endpoint's own retry policy; null follows the installation's.
+    retry_strategy: Option<String>,
+    retry_statuses: Option<String>,
+    /// The retry policy in force.
+    effective_retry_strategy: String,
+    effective_retry_statuses: String,
     max_in_flight: i64,
+    /// How many attempts may be in flight now: `max_in_flight`, lowered
+    /// while the receiver shows overload (429, 503, timeouts) and grown
+    /// back by one after a run of successes (a half-open circuit lets one
+    /// trial through whatever this says).
+    in_flight_cap: i64,
     circuit_state: String,
     failing_since: Option<String>,
+    /// Set while a 429 or 503 holds all of the endpoint's deliveries.
+    throttled_until: Option<String>,
+    /// The status that asked for the throttle.
+    throttle_status: Option<i64>,
+    /// The throttle in words: "throttled until T (receiver asked, 429)".
+    throttle: Option<String>,
     created_at: String,
+    /// Only in the answer to a resume: deliveries that drain now, and
+    /// those whose window passed while paused (expired, not sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    past_window: Option<i64>,
     /// Only when created or rotated: the signing secret, `whsec_…`.
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
@@ -96,8 +184,30 @@ pub struct HealthOut {
 }
 
 impl EndpointOut {
-    fn from(e: Endpoint, with_secret: bool) -> Self {
+    fn from(e: Endpoint, with_secret: bool, ctx: &Ctx) -> Self {
+        let now = ctx.clock.now();
+        let throttle = e.throttle_at(now.millis());
         EndpointOut {
+            effective_rate_limit_per_sec: endpoints::rate_limit(
+                &e,
+                ctx.engine.settings().default_rate_limit,
+            ),
+            effective_retry_strategy: e
+                .retry_strategy
+                .clone()
+                .unwrap_or_else(|| ctx.engine.settings().backoff.strategy.as_str().to_string()),
+            effective_retry_statuses: e
+                .retry_statuses
+                .clone()
+                .unwrap_or_else(|| ctx.engine.settings().retry_statuses.to_string()),
+            retry_strategy: e.retry_strategy.clone(),
+            retry_statuses: e.retry_statuses.clone(),
+            waiting: None,
+            past_window: None,
+            in_flight_cap: e.adaptive_in_flight(),
+            throttled_until: throttle.map(|(until, _)| Timestamp(until).to_rfc3339()),
+            throttle_status: throttle.and_then(|(_, status)| status),
+            throttle: endpoints::throttle_note(&e, now),
             event_types: e.event_type_filter(),
             secret: with_secret.then_some(e.secret),
             id: e.id,
@@ -105,7 +215,7 @@ impl EndpointOut {
             description: e.description,
             state: e.state.as_str().to_string(),
             pause_reason: e.pause_reason,
-            rate_limit_per_sec: e.rate_limit_per_sec,
+            rate_limit_per_sec: e.rate_limit_per_sec.map(RateLimit::from_stored),
             max_in_flight: e.max_in_flight,
             circuit_state: e.circuit_state.as_str().to_string(),
             failing_since: e.failing_since.map(|t| Timestamp(t).to_rfc3339()),
@@ -126,11 +236,19 @@ pub async fn create(
         url: input.url,
         description: input.description,
         event_types: input.event_types,
-        rate_limit_per_sec: input.rate_limit_per_sec,
+        rate_limit_per_sec: input
+            .rate_limit_per_sec
+            .map(RateLimit::stored)
+            .transpose()?,
         max_in_flight: input.max_in_flight,
+        retry_strategy: input.retry_strategy,
+        retry_statuses: input.retry_statuses,
     };
     let created = endpoints::create(&state.ctx, &caller.account_id, input).await?;
-    Ok((StatusCode::CREATED, Json(EndpointOut::from(created, true))))
+    Ok((
+        StatusCode::CREATED,
+        Json(EndpointOut::from(created, true, &state.ctx)),
+    ))
 }
 
 #[utoipa::path(get, path = "/endpoints", tag = "endpoints", summary = "List endpoints",
@@ -142,7 +260,7 @@ pub async fn list(
     let data = endpoints::list(&state.ctx, &caller.account_id)
         .await?
         .into_iter()
-        .map(|e| EndpointOut::from(e, false))
+        .map(|e| EndpointOut::from(e, false, &state.ctx))
         .collect();
     Ok(Json(EndpointListOut { data }))
 }
@@ -155,7 +273,7 @@ pub async fn get_one(
     PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::get(&state.ctx, &caller.account_id, &id).await?;
-    Ok(Json(EndpointOut::from(e, false)))
+    Ok(Json(EndpointOut::from(e, false, &state.ctx)))
 }
 
 #[utoipa::path(patch, path = "/endpoints/{id}", tag = "endpoints", summary = "Change an endpoint",
@@ -172,11 +290,16 @@ pub async fn patch(
         url: input.url,
         description: input.description,
         event_types: input.event_types,
-        rate_limit_per_sec: input.rate_limit_per_sec,
+        rate_limit_per_sec: input
+            .rate_limit_per_sec
+            .map(|r| r.map(RateLimit::stored).transpose())
+            .transpose()?,
         max_in_flight: input.max_in_flight,
+        retry_strategy: input.retry_strategy,
+        retry_statuses: input.retry_statuses,
     };
     let e = endpoints::update(&state.ctx, &caller.account_id, &id, change).await?;
-    Ok(Json(EndpointOut::from(e, false)))
+    Ok(Json(EndpointOut::from(e, false, &state.ctx)))
 }
 
 #[utoipa::path(delete, path = "/endpoints/{id}", tag = "endpoints", summary = "Delete an endpoint and its deliveries",
@@ -198,18 +321,22 @@ pub async fn pause(
     PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::pause(&state.ctx, &caller.account_id, &id).await?;
-    Ok(Json(EndpointOut::from(e, false)))
+    Ok(Json(EndpointOut::from(e, false, &state.ctx)))
 }
 
-#[utoipa::path(post, path = "/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains",
+#[utoipa::path(post, path = "/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains; says how many wait and how many passed their window while paused",
     params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
-    let e = endpoints::resume(&state.ctx, &caller.account_id, &id).await?;
-    Ok(Json(EndpointOut::from(e, false)))
+    let r = endpoints::resume(&state.ctx, &caller.account_id, &id).await?;
+    Ok(Json(EndpointOut {
+        waiting: Some(r.waiting),
+        past_window: Some(r.past_window),
+        ..EndpointOut::from(r.endpoint, false, &state.ctx)
+    }))
 }
 
 #[utoipa::path(post, path = "/endpoints/{id}/rotate-secret", tag = "endpoints", summary = "New signing secret; the old one signs alongside for 24 h",
@@ -220,7 +347,7 @@ pub async fn rotate_secret(
     PathId(id): PathId,
 ) -> ApiResult<Json<EndpointOut>> {
     let e = endpoints::rotate_secret(&state.ctx, &caller.account_id, &id).await?;
-    Ok(Json(EndpointOut::from(e, true)))
+    Ok(Json(EndpointOut::from(e, true, &state.ctx)))
 }
 
 /// Success rates, latency, attempts per hour and the queue (SPEC §9): the

@@ -8,7 +8,8 @@ use clap::Args;
 use crate::{
     config::{self, ServeConfig, SessionSettings},
     delivery::{
-        backoff::{Backoff, Jitter},
+        backoff::{Backoff, Jitter, Strategy},
+        retry_statuses::{self, RetryStatuses},
         settings::DeliverySettings,
         target_policy::TargetPolicy,
     },
@@ -93,9 +94,24 @@ pub(super) struct ServeArgs {
 /// Delivery settings (SPEC §9); durations in humantime form (`90s`, `1h`).
 #[derive(Debug, Args)]
 struct DeliveryArgs {
-    /// Backoff after the first failure; doubles per attempt.
+    /// Backoff after the first failure; it grows per attempt as
+    /// `--retry-strategy` says.
     #[arg(long, env = "DAKGHAR_RETRY_BASE_DELAY", default_value = "1m", value_parser = humantime::parse_duration)]
     retry_base_delay: Duration,
+    /// How the wait grows: exponential (base × 2^(n-1)), linear (base × n)
+    /// or fixed (base), capped by --retry-max-delay. Endpoints may override it.
+    #[arg(
+        long,
+        env = "DAKGHAR_RETRY_STRATEGY",
+        value_enum,
+        default_value = "exponential"
+    )]
+    retry_strategy: Strategy,
+    /// The statuses that are retried: codes, ranges and classes
+    /// (`408,429,5xx`); any other non-2xx fails at once. Answers without a
+    /// status (timeouts) are always retried. Endpoints may override it.
+    #[arg(long, env = "DAKGHAR_RETRY_STATUSES", default_value = retry_statuses::DEFAULT)]
+    retry_statuses: RetryStatuses,
     /// The longest wait between two attempts.
     #[arg(long, env = "DAKGHAR_RETRY_MAX_DELAY", default_value = "1h", value_parser = humantime::parse_duration)]
     retry_max_delay: Duration,
@@ -125,6 +141,39 @@ struct DeliveryArgs {
     /// Concurrent claim loops in this process.
     #[arg(long, env = "DAKGHAR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
+    /// Starts per second for endpoints without a limit of their own, or
+    /// `unlimited`. An endpoint may set its own or `unlimited`.
+    #[arg(long, env = "DAKGHAR_DEFAULT_RATE_LIMIT", default_value = "50", value_parser = parse_rate_limit)]
+    default_rate_limit: Limit,
+    /// Attempts in flight to one receiver (host and port) across all
+    /// endpoints and accounts, on every node, or `unlimited`.
+    #[arg(long, env = "DAKGHAR_MAX_IN_FLIGHT_PER_HOST", default_value = "10", value_parser = parse_host_cap)]
+    max_in_flight_per_host: Limit,
+}
+
+/// A number, or `unlimited` (`None`).
+#[derive(Debug, Clone, Copy)]
+struct Limit(Option<i64>);
+
+fn parse_limit(raw: &str, most: i64) -> Result<Limit, String> {
+    let raw = raw.trim();
+    if raw.eq_ignore_ascii_case("unlimited") {
+        return Ok(Limit(None));
+    }
+    match raw.parse::<i64>() {
+        Ok(n) if (1..=most).contains(&n) => Ok(Limit(Some(n))),
+        _ => Err(format!(
+            "{raw:?}: a whole number from 1 to {most}, or unlimited"
+        )),
+    }
+}
+
+fn parse_rate_limit(raw: &str) -> Result<Limit, String> {
+    parse_limit(raw, crate::endpoints::MAX_RATE_LIMIT)
+}
+
+fn parse_host_cap(raw: &str) -> Result<Limit, String> {
+    parse_limit(raw, 100_000)
 }
 
 impl DeliveryArgs {
@@ -134,7 +183,9 @@ impl DeliveryArgs {
                 base: self.retry_base_delay,
                 cap: self.retry_max_delay.max(self.retry_base_delay),
                 jitter: self.jitter,
+                strategy: self.retry_strategy,
             },
+            retry_statuses: self.retry_statuses.clone(),
             retry_window: self.retry_window,
             max_attempts: self.max_attempts,
             request_timeout: self.request_timeout,
@@ -148,6 +199,8 @@ impl DeliveryArgs {
                 allow_private: self.allow_private_targets,
                 allowed: self.allow_subnets.clone(),
             },
+            default_rate_limit: self.default_rate_limit.0,
+            max_in_flight_per_host: self.max_in_flight_per_host.0,
             ..DeliverySettings::default()
         }
     }

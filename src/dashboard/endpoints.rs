@@ -5,6 +5,7 @@ use app::{
     model::{
         endpoints::{
             Condition, EndpointDetail, EndpointSummary, ErrorLine, LastAttempt, NewEndpointForm,
+            Resumed,
         },
         Viewer,
     },
@@ -86,8 +87,12 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EndpointDeta
     Ok(EndpointDetail {
         now: now.millis(),
         summary: summary(e, &health.day, report.last_attempt.as_ref(), now),
-        rate_limit_per_sec: e.rate_limit_per_sec,
+        rate_limit_per_sec: endpoints::rate_limit(e, ctx.engine.settings().default_rate_limit),
+        rate_limit_is_default: e.rate_limit_per_sec.is_none(),
         max_in_flight: e.max_in_flight,
+        in_flight_cap: e.adaptive_in_flight(),
+        throttled_until: e.throttle_at(now.millis()).map(|(until, _)| until),
+        throttle_status: e.throttle_at(now.millis()).and_then(|(_, status)| status),
         attempts_7d: health.week.attempts,
         delivered_7d: health.week.delivered,
         avg_ms_24h: health.day.avg_ms,
@@ -112,6 +117,20 @@ fn optional_number(raw: &str, name: &str) -> Result<Option<i64>, AppError> {
         .map_err(|_| AppError::Invalid(format!("{name} must be a whole number")))
 }
 
+/// Empty for the default, a number, or `unlimited`.
+fn rate_limit(raw: &str) -> Result<Option<i64>, AppError> {
+    if raw.trim().eq_ignore_ascii_case("unlimited") {
+        return Ok(Some(endpoints::UNLIMITED));
+    }
+    match optional_number(raw, "the rate limit")? {
+        // 0 is how "unlimited" is stored, not a limit anyone types.
+        Some(endpoints::UNLIMITED) => Err(AppError::Invalid(
+            "the rate limit must be at least 1 per second, or unlimited".into(),
+        )),
+        n => Ok(n),
+    }
+}
+
 pub async fn create(ctx: &Ctx, viewer: &Viewer, form: NewEndpointForm) -> Result<String, AppError> {
     let input = EndpointInput {
         url: form.url,
@@ -123,8 +142,9 @@ pub async fn create(ctx: &Ctx, viewer: &Viewer, form: NewEndpointForm) -> Result
             .filter(|t| !t.is_empty())
             .map(str::to_string)
             .collect(),
-        rate_limit_per_sec: optional_number(&form.rate_limit_per_sec, "the rate limit")?,
+        rate_limit_per_sec: rate_limit(&form.rate_limit_per_sec)?,
         max_in_flight: optional_number(&form.max_in_flight, "max in flight")?,
+        ..EndpointInput::default()
     };
     Ok(endpoints::create(ctx, &viewer.account_id, input).await?.id)
 }
@@ -133,18 +153,17 @@ pub async fn delete(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError
     Ok(endpoints::delete(ctx, &viewer.account_id, id).await?)
 }
 
-pub async fn set_paused(
-    ctx: &Ctx,
-    viewer: &Viewer,
-    id: &str,
-    paused: bool,
-) -> Result<(), AppError> {
-    if paused {
-        endpoints::pause(ctx, &viewer.account_id, id).await?;
-    } else {
-        endpoints::resume(ctx, &viewer.account_id, id).await?;
-    }
+pub async fn pause(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
+    endpoints::pause(ctx, &viewer.account_id, id).await?;
     Ok(())
+}
+
+pub async fn resume(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<Resumed, AppError> {
+    let r = endpoints::resume(ctx, &viewer.account_id, id).await?;
+    Ok(Resumed {
+        waiting: r.waiting,
+        past_window: r.past_window,
+    })
 }
 
 pub async fn rotate(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {

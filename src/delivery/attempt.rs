@@ -1,17 +1,22 @@
 //! One attempt of one claimed delivery: the checks before sending (its
-//! deadline, its endpoint's state and circuit, the rate limit), the signed
+//! deadline, its endpoint's state, circuit and throttle; the rate limit
+//! was spent by the claim), the signed
 //! request, and what the answer leaves behind: the attempt recorded with
 //! the delivery's next state, the log line, the metrics, endpoint health.
 
-use std::time::Duration;
+use std::borrow::Cow;
 
 use super::{
-    classify::{classify, Verdict},
+    backoff::Strategy,
+    classify::{classify_with, Verdict},
     decision::{decide, Answer},
+    endpoint_health::AttemptSeen,
     engine::LOG_TARGET,
     error::DeliveryError,
     request::{self, Outgoing, Sent},
-    Engine,
+    retry_statuses::RetryStatuses,
+    settings::DeliverySettings,
+    throttle, Engine,
 };
 use crate::{
     clock::Timestamp,
@@ -47,8 +52,10 @@ impl Engine {
             // Another worker holds the single half-open trial.
             return Ok(store.release_claim(delivery, now).await?);
         }
-        if let Some(free_at) = self.over_rate_limit(endpoint, now).await? {
-            return Ok(store.postpone_claim(delivery, free_at, now).await?);
+        // Claimed before the throttle began, or its place in the window
+        // after it has not come yet: back, with no attempt counted.
+        if let Some(at) = throttle::release_at(endpoint, &delivery.id, now) {
+            return Ok(store.postpone_claim(delivery, at, now).await?);
         }
         let mut secrets = vec![endpoint.secret.as_str()];
         if let (Some(old), Some(until)) = (
@@ -86,6 +93,7 @@ impl Engine {
         started: Timestamp,
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
+        let policy = self.policy_of(endpoint);
         let verdict = if sent.blocked {
             Verdict::Blocked
         } else if sent.incomplete {
@@ -93,7 +101,7 @@ impl Engine {
             // cut the body off, so the attempt is retried like any timeout.
             Verdict::Retry
         } else {
-            classify(sent.status)
+            classify_with(sent.status, &policy.retry_statuses)
         };
         let answer = Answer {
             verdict,
@@ -104,7 +112,7 @@ impl Engine {
             answer,
             delivery.attempts,
             Timestamp(delivery.give_up_at),
-            &self.settings,
+            &policy,
             now,
             &mut rand::thread_rng(),
         );
@@ -139,14 +147,23 @@ impl Engine {
         let status = sent
             .status
             .map_or_else(|| "none".to_string(), |s| s.to_string());
+        let next_attempt_at = match transition {
+            Transition::Retry { next_attempt_at } => next_attempt_at.to_rfc3339(),
+            _ => "none".to_string(),
+        };
+        // The receiver's own words on when to come back, as it sent them.
+        let retry_after = sent.retry_after.as_deref().unwrap_or("none");
         tracing::info!(target: LOG_TARGET,
             delivery = %delivery.id,
             endpoint = %endpoint.id,
+            method = %"POST",
             host = %host,
             attempt,
             status = %status,
             duration_ms,
             outcome = %verdict.as_str(),
+            retry_after = %retry_after.escape_debug(),
+            next_attempt_at = %next_attempt_at,
             "attempt"
         );
         let final_state = match transition {
@@ -159,29 +176,37 @@ impl Engine {
             tracing::info!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
         }
         record_metrics(delivery, &sent, verdict, transition, started);
-        self.update_endpoint_health(endpoint, verdict, transition, now)
-            .await
-    }
-
-    /// Returns when the next start frees up if this one would exceed the
-    /// endpoint's `rate_limit_per_sec`; retries spend the same budget.
-    async fn over_rate_limit(
-        &self,
-        endpoint: &Endpoint,
-        now: Timestamp,
-    ) -> Result<Option<Timestamp>, DeliveryError> {
-        let Some(limit) = endpoint.rate_limit_per_sec.filter(|l| *l > 0) else {
-            return Ok(None);
+        let seen = AttemptSeen {
+            verdict,
+            transition,
+            status: sent.status,
+            retry_after: sent.retry_after.as_deref(),
+            timed_out: sent.timed_out,
+            started,
         };
-        Ok(self
-            .store
-            .take_rate_slot(
-                &format!("start:{}", endpoint.id),
-                Duration::from_secs(1),
-                limit,
-                now,
-            )
-            .await?)
+        self.update_endpoint_health(endpoint, seen, now).await
+    }
+}
+
+impl Engine {
+    /// The settings with the endpoint's own retry policy, if it has one.
+    fn policy_of(&self, endpoint: &Endpoint) -> Cow<'_, DeliverySettings> {
+        let strategy = endpoint.retry_strategy.as_deref().and_then(Strategy::parse);
+        let statuses = endpoint
+            .retry_statuses
+            .as_deref()
+            .and_then(|raw| raw.parse::<RetryStatuses>().ok());
+        if strategy.is_none() && statuses.is_none() {
+            return Cow::Borrowed(&self.settings);
+        }
+        let mut own = self.settings.clone();
+        if let Some(strategy) = strategy {
+            own.backoff.strategy = strategy;
+        }
+        if let Some(statuses) = statuses {
+            own.retry_statuses = statuses;
+        }
+        Cow::Owned(own)
     }
 }
 

@@ -1,4 +1,5 @@
-//! Capped exponential backoff with jitter (SPEC §4).
+//! Capped backoff with jitter (SPEC §4): exponential by default, linear
+//! or fixed by choice (chapter 004: "max retries, base delay and strategy").
 
 use std::time::Duration;
 
@@ -12,11 +13,40 @@ pub enum Jitter {
     Full,
 }
 
+/// How the wait grows with each failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Strategy {
+    /// base × 2^(n-1).
+    #[default]
+    Exponential,
+    /// base × n.
+    Linear,
+    /// base, every time.
+    Fixed,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Exponential => "exponential",
+            Strategy::Linear => "linear",
+            Strategy::Fixed => "fixed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Strategy> {
+        [Strategy::Exponential, Strategy::Linear, Strategy::Fixed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
     pub base: Duration,
     pub cap: Duration,
     pub jitter: Jitter,
+    pub strategy: Strategy,
 }
 
 impl Default for Backoff {
@@ -25,15 +55,21 @@ impl Default for Backoff {
             base: Duration::from_secs(60),
             cap: Duration::from_secs(3600),
             jitter: Jitter::Equal,
+            strategy: Strategy::Exponential,
         }
     }
 }
 
 impl Backoff {
-    /// min(base × 2^(n-1), cap) after the n-th failed attempt (n ≥ 1).
+    /// After the n-th failed attempt (n ≥ 1): min(base × 2^(n-1), cap),
+    /// or base × n, or base, as the strategy says.
     pub fn ceiling(&self, failed_attempts: u32) -> Duration {
-        let exp = failed_attempts.saturating_sub(1);
-        let factor = 1u32.checked_shl(exp).unwrap_or(u32::MAX);
+        let n = failed_attempts.max(1);
+        let factor = match self.strategy {
+            Strategy::Exponential => 1u32.checked_shl(n - 1).unwrap_or(u32::MAX),
+            Strategy::Linear => n,
+            Strategy::Fixed => 1,
+        };
         self.base
             .checked_mul(factor)
             .unwrap_or(Duration::MAX)
@@ -80,6 +116,28 @@ mod tests {
             Duration::from_secs(3600),
             "no overflow"
         );
+    }
+
+    #[test]
+    fn linear_and_fixed_strategies() {
+        let with = |strategy| Backoff {
+            strategy,
+            ..Backoff::default()
+        };
+        let cases = [
+            (Strategy::Linear, [1u32, 2, 3, 10, 59, 60, 60]),
+            (Strategy::Fixed, [1, 1, 1, 1, 1, 1, 1]),
+        ];
+        for (strategy, minutes) in cases {
+            let b = with(strategy);
+            for (n, m) in [1u32, 2, 3, 10, 59, 60, 1000].into_iter().zip(minutes) {
+                assert_eq!(b.ceiling(n), MIN * m, "{strategy:?} n={n}");
+            }
+            assert!(
+                b.ceiling(u32::MAX) <= Duration::from_secs(3600),
+                "no overflow"
+            );
+        }
     }
 
     #[test]

@@ -27,8 +27,12 @@ impl Engine {
         self.rescuer.now_and_then(now).await?;
         let claimed = crate::metrics::timed(
             "dakghar_db_claim_seconds",
-            self.store
-                .claim_due(now, now.plus(self.settings.lease), limit),
+            self.store.claim_due(
+                now,
+                now.plus(self.settings.lease),
+                limit,
+                self.settings.claim_rules(),
+            ),
         )
         .await?;
         let mut inputs = match self.store.batch_inputs(&claimed).await {

@@ -1,5 +1,9 @@
 //! What one attempt's result means for the delivery (SPEC §4).
 
+use std::sync::LazyLock;
+
+use super::retry_statuses::RetryStatuses;
+
 /// The verdict on one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -44,15 +48,39 @@ impl Verdict {
     }
 }
 
-/// `None` is a request that got no HTTP answer (timeout, refused, DNS, TLS).
+/// `None` is a request that got no HTTP answer (timeout, refused, DNS,
+/// TLS). With the default retry list (SPEC §4's table).
 pub fn classify(status: Option<u16>) -> Verdict {
+    static DEFAULT: LazyLock<RetryStatuses> = LazyLock::new(RetryStatuses::default);
+    classify_with(status, &DEFAULT)
+}
+
+/// With the retry list in force: a listed status is retried (a 404 as
+/// ambiguous), any other non-2xx fails; 410 is `Gone` unless listed.
+pub fn classify_with(status: Option<u16>, retried: &RetryStatuses) -> Verdict {
     match status {
         None => Verdict::Retry,
         Some(200..=299) => Verdict::Delivered,
-        Some(404) => Verdict::RetryAmbiguous,
+        Some(404) if retried.contains(404) => Verdict::RetryAmbiguous,
+        Some(s) if retried.contains(s) => Verdict::Retry,
         Some(410) => Verdict::Gone,
-        Some(400 | 401 | 403 | 422) => Verdict::Failed,
-        Some(_) => Verdict::Retry,
+        Some(_) => Verdict::Failed,
+    }
+}
+
+impl Verdict {
+    /// The verdict an attempt was stored with, from its text.
+    pub fn parse_stored(text: &str) -> Option<Verdict> {
+        [
+            Verdict::Delivered,
+            Verdict::Retry,
+            Verdict::RetryAmbiguous,
+            Verdict::Failed,
+            Verdict::Gone,
+            Verdict::Blocked,
+        ]
+        .into_iter()
+        .find(|v| v.as_str() == text)
     }
 }
 
@@ -62,14 +90,19 @@ pub fn explain(status: Option<u16>, classification: &str) -> String {
     if classification == Verdict::Blocked.as_str() {
         return "Blocked: the endpoint's address is internal (loopback, private or metadata), so nothing was sent — permanent until the URL changes or an admin allows the subnet".into();
     }
-    let verdict = classify(status);
-    if verdict == Verdict::Delivered && classification == Verdict::Retry.as_str() {
+    let delivered = classify(status) == Verdict::Delivered;
+    if delivered && classification == Verdict::Retry.as_str() {
         let code = status.unwrap_or_default();
         return format!("{code}, but the response body did not finish within the request timeout — transient: retried with backoff");
     }
     let Some(code) = status else {
         return "No HTTP response (timeout, refused connection, DNS or TLS error) — transient: retried with backoff".into();
     };
+    // As it was judged then: the retry list may differ per endpoint and
+    // over time.
+    let verdict = Verdict::parse_stored(classification)
+        .filter(|_| !delivered)
+        .unwrap_or_else(|| classify(status));
     let reason = http::StatusCode::from_u16(code)
         .ok()
         .and_then(|s| s.canonical_reason())
@@ -83,14 +116,14 @@ pub fn explain(status: Option<u16>, classification: &str) -> String {
         Verdict::Retry if code == 503 => "transient: the endpoint is unavailable; retried, honouring Retry-After",
         Verdict::Retry if (300..400).contains(&code) => "redirects are not followed; retried with backoff",
         Verdict::Retry => "transient: retried with backoff",
-        Verdict::Blocked => unreachable!("classify never answers Blocked"),
+        Verdict::Blocked => "blocked: nothing was sent",
     };
     format!("{code} {reason} — {why}").replace("  —", " —")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{classify, explain, Verdict::*};
+    use super::{classify, classify_with, explain, Verdict::*};
 
     #[test]
     fn every_class_of_answer() {
@@ -127,6 +160,28 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_list_decides_what_is_retried() {
+        let list = "408,429,5xx".parse().unwrap();
+        let table = [
+            (None, Retry),
+            (Some(200), Delivered),
+            (Some(404), Failed),
+            (Some(409), Failed),
+            (Some(410), Gone),
+            (Some(408), Retry),
+            (Some(429), Retry),
+            (Some(503), Retry),
+            (Some(301), Failed),
+        ];
+        for (status, verdict) in table {
+            assert_eq!(classify_with(status, &list), verdict, "{status:?}");
+        }
+        let with_gone = "404,410".parse().unwrap();
+        assert_eq!(classify_with(Some(410), &with_gone), Retry);
+        assert_eq!(classify_with(Some(404), &with_gone), RetryAmbiguous);
+    }
+
+    #[test]
     fn streaks_and_retries() {
         assert!(RetryAmbiguous.is_retry() && RetryAmbiguous.is_permanent_failure());
         assert!(Gone.is_permanent_failure() && !Gone.is_retry());
@@ -141,5 +196,10 @@ mod tests {
         );
         assert!(explain(Some(429), "").starts_with("429 Too Many Requests — transient"));
         assert!(explain(None, "").starts_with("No HTTP response"));
+        assert!(
+            explain(Some(500), "permanent").contains("not retried"),
+            "a 500 outside this endpoint's retry list"
+        );
+        assert!(explain(Some(400), "transient").contains("retried with backoff"));
     }
 }

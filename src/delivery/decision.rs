@@ -347,6 +347,7 @@ mod tests {
                 base: Duration::from_secs(10),
                 cap: Duration::from_secs(40),
                 jitter: Jitter::Full,
+                ..Backoff::default()
             },
             max_attempts: 3,
             ..DeliverySettings::default()

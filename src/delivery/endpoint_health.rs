@@ -8,12 +8,13 @@
 use std::time::Duration;
 
 use super::{
-    classify::Verdict, engine::LOG_TARGET, error::DeliveryError, settings::DeliverySettings, Engine,
+    classify::Verdict, engine::LOG_TARGET, error::DeliveryError, settings::DeliverySettings,
+    throttle, Engine,
 };
 use crate::{
     clock::Timestamp,
     jobs::alerts::texts,
-    store::{CircuitState, Endpoint, Transition},
+    store::{CircuitState, Endpoint, EndpointFailure, Transition},
 };
 
 /// The cooldown to open the circuit for, if this failure opens it.
@@ -64,27 +65,54 @@ pub fn dead_reason(
     }
 }
 
+/// What the engine knows of one finished attempt, for its endpoint.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AttemptSeen<'a> {
+    pub verdict: Verdict,
+    pub transition: Transition,
+    pub status: Option<u16>,
+    pub retry_after: Option<&'a str>,
+    pub timed_out: bool,
+    pub started: Timestamp,
+}
+
 impl Engine {
     pub(super) async fn update_endpoint_health(
         &self,
         endpoint: &Endpoint,
-        verdict: Verdict,
-        transition: Transition,
+        seen: AttemptSeen<'_>,
         now: Timestamp,
     ) -> Result<(), DeliveryError> {
+        let AttemptSeen {
+            verdict,
+            transition,
+            status,
+            ..
+        } = seen;
         if verdict == Verdict::Delivered {
             // Recorded with the attempt, in the same transaction.
             return Ok(());
         }
         let store = &self.store;
+        let slow_down = throttle::slows_down(status, seen.timed_out);
         let updated = store
             .endpoint_failed(
                 &endpoint.id,
-                verdict.is_retry(),
-                verdict.is_permanent_failure(),
+                EndpointFailure {
+                    transient: verdict.is_retry(),
+                    permanent: verdict.is_permanent_failure(),
+                    slow_down,
+                    throttled: throttle::throttles(status),
+                    started: seen.started,
+                },
                 now,
             )
             .await?;
+        if slow_down && updated.cap_cut_at == Some(now.millis()) {
+            metrics::counter!("dakghar_in_flight_cap_cuts_total").increment(1);
+            tracing::warn!(target: LOG_TARGET, endpoint = %endpoint.id, cap = updated.adaptive_in_flight(), max_in_flight = updated.max_in_flight, "in-flight cap halved");
+        }
+        self.throttle(&updated, seen, now).await?;
         if let Some(cooldown) = opens_circuit(verdict, &updated, &self.settings) {
             let ms = i64::try_from(cooldown.as_millis()).unwrap_or(i64::MAX);
             store
@@ -109,43 +137,57 @@ impl Engine {
         }
         Ok(())
     }
+
+    /// A 429/503 holds the whole endpoint. An answer to an attempt that
+    /// was already in flight when an earlier throttle began does not grow
+    /// the streak; without a Retry-After of its own it changes nothing.
+    async fn throttle(
+        &self,
+        updated: &Endpoint,
+        seen: AttemptSeen<'_>,
+        now: Timestamp,
+    ) -> Result<(), DeliveryError> {
+        let Some(status) = seen.status.filter(|_| throttle::throttles(seen.status)) else {
+            return Ok(());
+        };
+        let fresh = updated
+            .throttled_until
+            .is_none_or(|until| until <= seen.started.millis());
+        if !fresh && seen.retry_after.is_none() {
+            return Ok(());
+        }
+        let wait = throttle::wait(
+            seen.retry_after,
+            updated.throttle_streak,
+            &self.settings.backoff,
+            self.settings.retry_window,
+            now,
+            &mut rand::thread_rng(),
+        );
+        let until = now.plus(wait);
+        if self
+            .store
+            .throttle_endpoint(&updated.id, until, i64::from(status), now)
+            .await?
+        {
+            metrics::counter!("dakghar_throttles_total", "status" => status.to_string())
+                .increment(1);
+            tracing::warn!(target: LOG_TARGET, endpoint = %updated.id, status, wait_s = wait.as_secs(), streak = updated.throttle_streak, "endpoint throttled");
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{delivery::classify::classify, store::EndpointState};
+    use crate::delivery::classify::classify;
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000);
     const HOUR: Duration = Duration::from_secs(3600);
 
     fn endpoint() -> Endpoint {
-        Endpoint {
-            id: "ep_1".into(),
-            account_id: "acc_1".into(),
-            url: "https://hooks.example.com/".into(),
-            description: String::new(),
-            event_types: "[]".into(),
-            secret: String::new(),
-            previous_secret: None,
-            previous_secret_expires_at: None,
-            state: EndpointState::Active,
-            pause_reason: None,
-            rate_limit_per_sec: None,
-            max_in_flight: 10,
-            failure_streak: 0,
-            transient_streak: 0,
-            failing_since: None,
-            last_success_at: None,
-            circuit_state: CircuitState::Closed,
-            circuit_open_until: None,
-            circuit_cooldown_ms: 0,
-            alert_level: 0,
-            alert_expiry_for: None,
-            alert_summary_at: None,
-            created_at: 0,
-            updated_at: 0,
-        }
+        Endpoint::example()
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct Sent {
     /// The status arrived but the body did not finish (too slow, or the
     /// connection broke): the receiver may not have taken the event.
     pub incomplete: bool,
+    /// No answer in time (connect, request or body timeout).
+    pub timed_out: bool,
 }
 
 pub struct Outgoing<'a> {
@@ -69,6 +71,7 @@ pub async fn send(
         duration: Duration::ZERO,
         blocked: false,
         incomplete: false,
+        timed_out: false,
     };
     // Names are checked by the client's resolver; literal addresses never
     // reach it, so they are checked here.
@@ -130,6 +133,7 @@ pub async fn send(
                     Err(e) => {
                         sent.error = Some(format!("reading the response failed: {}", describe(&e)));
                         sent.incomplete = true;
+                        sent.timed_out = e.is_timeout();
                         break;
                     }
                 }
@@ -140,7 +144,10 @@ pub async fn send(
                 sent.error = Some(blocked.to_string());
                 sent.blocked = true;
             }
-            None => sent.error = Some(describe(&e)),
+            None => {
+                sent.error = Some(describe(&e));
+                sent.timed_out = e.is_timeout();
+            }
         },
     }
     sent.duration = started.elapsed();

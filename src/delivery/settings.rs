@@ -2,11 +2,21 @@
 
 use std::time::Duration;
 
-use super::{backoff::Backoff, target_policy::TargetPolicy};
+use super::{backoff::Backoff, retry_statuses::RetryStatuses, target_policy::TargetPolicy};
+use crate::store::ClaimRules;
+
+/// Generous but finite (chapter 000): a receiver never sees more starts a
+/// second from one endpoint unless the endpoint says so.
+pub const DEFAULT_RATE_LIMIT: i64 = 50;
+/// Chapter 000's "per-host semaphore": ten attempts at once is plenty for
+/// an ordinary receiver; raise it for a hot one.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_HOST: i64 = 10;
 
 #[derive(Debug, Clone)]
 pub struct DeliverySettings {
     pub backoff: Backoff,
+    /// The statuses that are retried unless an endpoint says otherwise.
+    pub retry_statuses: RetryStatuses,
     pub retry_window: Duration,
     pub max_attempts: u32,
     pub request_timeout: Duration,
@@ -34,12 +44,29 @@ pub struct DeliverySettings {
     pub response_read_cap: usize,
     /// Which addresses endpoints may reach (the SSRF guard).
     pub targets: TargetPolicy,
+    /// Starts per second for endpoints without a limit of their own;
+    /// `None` is unlimited.
+    pub default_rate_limit: Option<i64>,
+    /// Attempts in flight to one receiver (`host:port`) across every
+    /// endpoint and account; `None` is unlimited.
+    pub max_in_flight_per_host: Option<i64>,
+}
+
+impl DeliverySettings {
+    /// The limits every claim applies besides each endpoint's own.
+    pub fn claim_rules(&self) -> ClaimRules {
+        ClaimRules {
+            default_rate: self.default_rate_limit.unwrap_or(0),
+            host_cap: self.max_in_flight_per_host.unwrap_or(0),
+        }
+    }
 }
 
 impl Default for DeliverySettings {
     fn default() -> Self {
         DeliverySettings {
             backoff: Backoff::default(),
+            retry_statuses: RetryStatuses::default(),
             retry_window: Duration::from_secs(72 * 3600),
             max_attempts: 16,
             request_timeout: Duration::from_secs(15),
@@ -58,6 +85,8 @@ impl Default for DeliverySettings {
             response_keep: 512,
             response_read_cap: 16 * 1024,
             targets: TargetPolicy::default(),
+            default_rate_limit: Some(DEFAULT_RATE_LIMIT),
+            max_in_flight_per_host: Some(DEFAULT_MAX_IN_FLIGHT_PER_HOST),
         }
     }
 }

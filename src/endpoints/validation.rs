@@ -3,7 +3,7 @@
 
 use super::endpoint_url::EndpointUrl;
 use crate::{
-    delivery::target_policy::TargetPolicy,
+    delivery::{backoff::Strategy, retry_statuses::RetryStatuses, target_policy::TargetPolicy},
     error::{Error, Result},
 };
 
@@ -27,11 +27,17 @@ pub fn check_types(types: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The highest rate limit an endpoint or the default may have.
+pub const MAX_RATE_LIMIT: i64 = 10_000;
+/// A stored `rate_limit_per_sec` of 0: the endpoint chose no limit, where
+/// none (NULL) means the installation's default applies.
+pub const UNLIMITED: i64 = 0;
+
 pub fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> Result<()> {
-    if rate.is_some_and(|r| !(1..=10_000).contains(&r)) {
+    if rate.is_some_and(|r| r != UNLIMITED && !(1..=MAX_RATE_LIMIT).contains(&r)) {
         return Err(Error::invalid(
             "invalid_rate_limit",
-            "rate_limit_per_sec must be between 1 and 10000",
+            format!("rate_limit_per_sec must be between 1 and {MAX_RATE_LIMIT}, or \"unlimited\""),
         ));
     }
     if in_flight.is_some_and(|m| !(1..=1000).contains(&m)) {
@@ -41,6 +47,36 @@ pub fn check_limits(rate: Option<i64>, in_flight: Option<i64>) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// An endpoint's own retry policy, checked, with the status list in its
+/// shortest form.
+pub fn checked_retry_policy(
+    strategy: Option<&str>,
+    statuses: Option<&str>,
+) -> Result<(Option<String>, Option<String>)> {
+    let strategy = strategy
+        .map(|s| {
+            Strategy::parse(s.trim())
+                .map(|s| s.as_str().to_string())
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "invalid_retry_strategy",
+                        format!("retry_strategy {s:?}: one of exponential, linear, fixed"),
+                    )
+                })
+        })
+        .transpose()?;
+    let statuses = statuses
+        .map(|raw| {
+            raw.parse::<RetryStatuses>()
+                .map(|list| list.to_string())
+                .map_err(|m| {
+                    Error::invalid("invalid_retry_statuses", format!("retry_statuses: {m}"))
+                })
+        })
+        .transpose()?;
+    Ok((strategy, statuses))
 }
 
 /// A valid endpoint URL that the SSRF guard lets through (its host, and

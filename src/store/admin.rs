@@ -30,19 +30,31 @@ pub struct QueueGauges {
     pub pending: i64,
     pub in_flight: i64,
     pub circuits_open: i64,
+    /// Endpoints a 429/503 holds now.
+    pub throttled: i64,
+    /// Endpoints whose adaptive in-flight cap is below `max_in_flight`.
+    pub capped: i64,
 }
 
 impl Store {
-    pub async fn queue_gauges(&self) -> Result<QueueGauges> {
+    pub async fn queue_gauges(&self, now: Timestamp) -> Result<QueueGauges> {
         let sql = "SELECT (SELECT count(*) FROM deliveries WHERE state = 'pending'), \
                           (SELECT count(*) FROM deliveries WHERE state = 'in_flight'), \
-                          (SELECT count(*) FROM endpoints WHERE circuit_state = 'open')";
-        let (pending, in_flight, circuits_open): (i64, i64, i64) =
-            on_pool!(self, |p| sqlx::query_as(sql).fetch_one(p).await)?;
+                          (SELECT count(*) FROM endpoints WHERE circuit_state = 'open'), \
+                          (SELECT count(*) FROM endpoints WHERE throttled_until > $1), \
+                          (SELECT count(*) FROM endpoints \
+                             WHERE adaptive_cap IS NOT NULL AND adaptive_cap < max_in_flight)";
+        let (pending, in_flight, circuits_open, throttled, capped): (i64, i64, i64, i64, i64) =
+            on_pool!(self, |p| sqlx::query_as(sql)
+                .bind(now.millis())
+                .fetch_one(p)
+                .await)?;
         Ok(QueueGauges {
             pending,
             in_flight,
             circuits_open,
+            throttled,
+            capped,
         })
     }
 

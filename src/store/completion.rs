@@ -28,22 +28,44 @@ pub struct Completion {
     pub now: Timestamp,
 }
 
-/// Each endpoint that delivered in `written`, as of its latest success,
-/// in id order: recorders on several nodes then lock endpoint rows in the
-/// same order and cannot deadlock (a deadlock would fail a whole batch of
-/// results, and those deliveries would be sent again).
-pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<(&'a str, Timestamp)> {
-    let mut healthy: Vec<(&str, Timestamp)> = Vec::new();
+/// One endpoint that delivered in a batch of results.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Healthy<'a> {
+    pub endpoint_id: &'a str,
+    /// Its latest success.
+    pub at: Timestamp,
+    pub delivered: i64,
+    /// When the earliest of these attempts started: successes of attempts
+    /// already in flight at the last cut of the in-flight cap do not grow
+    /// it back (`ENDPOINT_SUCCEEDED`).
+    pub first_started: i64,
+}
+
+/// Each endpoint that delivered in `written`, in id order: recorders on
+/// several nodes then lock endpoint rows in the same order and cannot
+/// deadlock (a deadlock would fail a whole batch of results, and those
+/// deliveries would be sent again).
+pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<Healthy<'a>> {
+    let mut healthy: Vec<Healthy> = Vec::new();
     for c in written
         .iter()
         .filter(|c| c.transition == Transition::Delivered)
     {
         match healthy
             .iter_mut()
-            .find(|(id, _)| *id == c.claimed.endpoint_id)
+            .find(|h| h.endpoint_id == c.claimed.endpoint_id)
         {
-            Some((_, at)) => *at = (*at).max(c.now),
-            None => healthy.push((&c.claimed.endpoint_id, c.now)),
+            Some(h) => {
+                h.at = h.at.max(c.now);
+                h.delivered += 1;
+                h.first_started = h.first_started.min(c.record.started_at);
+            }
+            None => healthy.push(Healthy {
+                endpoint_id: &c.claimed.endpoint_id,
+                at: c.now,
+                delivered: 1,
+                first_started: c.record.started_at,
+            }),
         }
     }
     healthy.sort_unstable();

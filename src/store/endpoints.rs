@@ -1,8 +1,24 @@
 //! Endpoints: creating and reading them, edits, pause/resume, secret rotation, and the health
 //! bookkeeping (failure streaks, circuit breaker) the engine updates.
 
+use std::sync::LazyLock;
+
 use super::{sql::ENDPOINT_SUCCEEDED, Endpoint, EndpointState, Pool, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
+
+/// What one failed attempt tells its endpoint.
+#[derive(Debug, Clone, Copy)]
+pub struct EndpointFailure {
+    /// Grows the circuit breaker's streak.
+    pub transient: bool,
+    /// Grows the dead-endpoint streak.
+    pub permanent: bool,
+    /// Halves the adaptive in-flight cap (429, 503, timeout).
+    pub slow_down: bool,
+    /// A 429/503: grows the throttle streak.
+    pub throttled: bool,
+    pub started: Timestamp,
+}
 
 pub struct NewEndpoint {
     pub account_id: String,
@@ -12,6 +28,9 @@ pub struct NewEndpoint {
     pub secret: String,
     pub rate_limit_per_sec: Option<i64>,
     pub max_in_flight: i64,
+    /// The endpoint's own retry policy; `None` is the installation's.
+    pub retry_strategy: Option<String>,
+    pub retry_statuses: Option<String>,
 }
 
 /// Fields a PATCH may change; `None` leaves the column as it is.
@@ -22,13 +41,49 @@ pub struct EndpointPatch {
     pub event_types: Option<Vec<String>>,
     pub rate_limit_per_sec: Option<Option<i64>>,
     pub max_in_flight: Option<i64>,
+    pub retry_strategy: Option<Option<String>>,
+    pub retry_statuses: Option<Option<String>>,
+}
+
+/// The receiver a URL names, `host:port` (the scheme's port when none is
+/// written), for the per-host cap: endpoints that differ only in path or
+/// query share it.
+pub fn receiver_host(url: &str) -> Option<String> {
+    let url = url::Url::parse(url).ok()?;
+    let host = url.host_str()?.to_ascii_lowercase();
+    Some(match url.port_or_known_default() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    })
 }
 
 impl Store {
+    /// Writes `host` for endpoints stored before it existed (migration
+    /// 0015): SQL cannot parse a URL on both backends, Rust can.
+    pub(super) async fn backfill_hosts(&self) -> Result<()> {
+        let rows: Vec<(String, String)> = on_pool!(self, |p| sqlx::query_as(
+            "SELECT id, url FROM endpoints WHERE host IS NULL"
+        )
+        .fetch_all(p)
+        .await)?;
+        for (id, url) in rows {
+            on_writer!(self, |p| sqlx::query(
+                "UPDATE endpoints SET host = $1 WHERE id = $2"
+            )
+            .bind(receiver_host(&url).unwrap_or_else(|| id.clone()))
+            .bind(&id)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        }
+        Ok(())
+    }
+
     pub async fn create_endpoint(&self, new: NewEndpoint, now: Timestamp) -> Result<Endpoint> {
         let sql = "INSERT INTO endpoints (id, account_id, url, description, event_types, secret, \
-                   rate_limit_per_sec, max_in_flight, created_at, updated_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9) RETURNING *";
+                   rate_limit_per_sec, max_in_flight, created_at, updated_at, host, \
+                   retry_strategy, retry_statuses) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12) RETURNING *";
         let id = ids::new_id(ids::ENDPOINT);
         let types = serde_json::to_string(&new.event_types).unwrap_or_else(|_| "[]".into());
         let sealed = self.secrets_key()?.seal(&id, &new.secret);
@@ -42,6 +97,9 @@ impl Store {
             .bind(new.rate_limit_per_sec)
             .bind(new.max_in_flight)
             .bind(now.millis())
+            .bind(receiver_host(&new.url))
+            .bind(&new.retry_strategy)
+            .bind(&new.retry_statuses)
             .fetch_one(p)
             .await)?;
         self.opened(ep)
@@ -75,7 +133,8 @@ impl Store {
         reason: Option<&str>,
         now: Timestamp,
     ) -> Result<Endpoint> {
-        let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3 \
+        let sql = "UPDATE endpoints SET state = $1, pause_reason = $2, updated_at = $3, \
+                   paused_at = CASE WHEN $1 = 'paused' THEN COALESCE(paused_at, $3) END \
                    WHERE account_id = $4 AND id = $5 RETURNING *";
         let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(state.as_str())
@@ -101,10 +160,13 @@ impl Store {
             None => current.event_types,
         };
         let sql = "UPDATE endpoints SET url = $1, description = $2, event_types = $3, \
-                   rate_limit_per_sec = $4, max_in_flight = $5, updated_at = $6 \
+                   rate_limit_per_sec = $4, max_in_flight = $5, updated_at = $6, host = $9, \
+                   retry_strategy = $10, retry_statuses = $11 \
                    WHERE account_id = $7 AND id = $8 RETURNING *";
+        let url = patch.url.unwrap_or(current.url);
+        let host = receiver_host(&url);
         let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
-            .bind(patch.url.unwrap_or(current.url))
+            .bind(url)
             .bind(patch.description.unwrap_or(current.description))
             .bind(&types)
             .bind(
@@ -116,6 +178,9 @@ impl Store {
             .bind(now.millis())
             .bind(account_id)
             .bind(id)
+            .bind(host)
+            .bind(patch.retry_strategy.unwrap_or(current.retry_strategy))
+            .bind(patch.retry_statuses.unwrap_or(current.retry_statuses))
             .fetch_one(p)
             .await)?;
         self.opened(ep)
@@ -148,7 +213,7 @@ impl Store {
         let sql =
             "UPDATE endpoints SET state = 'active', pause_reason = NULL, failure_streak = 0, \
                    transient_streak = 0, circuit_state = 'closed', circuit_open_until = NULL, \
-                   circuit_cooldown_ms = 0, updated_at = $1 \
+                   circuit_cooldown_ms = 0, updated_at = $1, paused_at = NULL \
                    WHERE account_id = $2 AND id = $3 AND state <> 'disabled' RETURNING *";
         let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(now.millis())
@@ -157,6 +222,26 @@ impl Store {
             .fetch_one(p)
             .await)?;
         self.opened(ep)
+    }
+
+    /// What waits for a paused endpoint: its pending deliveries, and how
+    /// many expired with `reason` since `since` (the pause).
+    pub async fn paused_backlog(
+        &self,
+        id: &str,
+        reason: &str,
+        since: Timestamp,
+    ) -> Result<(i64, i64)> {
+        let sql = "SELECT (SELECT count(*) FROM deliveries \
+                             WHERE endpoint_id = $1 AND state = 'pending'), \
+                          (SELECT count(*) FROM deliveries WHERE endpoint_id = $1 \
+                             AND state = 'expired' AND finished_at >= $2 AND last_error = $3)";
+        Ok(on_pool!(self, |p| sqlx::query_as(sql)
+            .bind(id)
+            .bind(since.millis())
+            .bind(reason)
+            .fetch_one(p)
+            .await)?)
     }
 
     /// The old secret keeps signing beside the new one until `old_valid_until`.
@@ -193,39 +278,81 @@ impl Store {
         self.opened(ep)
     }
 
-    /// A 2xx: streaks reset, circuit closed, failing-since cleared.
+    /// A 2xx: streaks reset, circuit closed, failing-since cleared, one
+    /// success towards the in-flight cap's growth.
     pub async fn endpoint_succeeded(&self, id: &str, now: Timestamp) -> Result<()> {
         on_writer!(self, |p| sqlx::query(ENDPOINT_SUCCEEDED)
             .bind(now.millis())
             .bind(id)
+            .bind(1i64)
+            .bind(now.millis())
             .execute(p)
             .await
             .map(|_| ()))?;
         Ok(())
     }
 
-    /// A failed attempt. `transient` grows the circuit breaker's streak,
-    /// `permanent` the dead-endpoint streak. Returns the endpoint as it now is.
+    /// A failed attempt, as `failure` says. Returns the endpoint as it now is.
     pub async fn endpoint_failed(
         &self,
         id: &str,
-        transient: bool,
-        permanent: bool,
+        failure: EndpointFailure,
         now: Timestamp,
     ) -> Result<Endpoint> {
-        let sql = "UPDATE endpoints SET \
-                   transient_streak = CASE WHEN $1 THEN transient_streak + 1 ELSE transient_streak END, \
-                   failure_streak = CASE WHEN $2 THEN failure_streak + 1 ELSE failure_streak END, \
-                   failing_since = COALESCE(failing_since, $3), updated_at = $3 \
-                   WHERE id = $4 RETURNING *";
-        let ep = on_writer!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
-            .bind(transient)
-            .bind(permanent)
+        // A cut counts only for an attempt started after the last cut: the
+        // answers of attempts already in flight then say nothing new.
+        static SQL: LazyLock<String> = LazyLock::new(|| {
+            let cap = "CASE WHEN adaptive_cap IS NOT NULL AND adaptive_cap < max_in_flight \
+                       THEN adaptive_cap ELSE max_in_flight END";
+            let cut = "$5 AND (cap_cut_at IS NULL OR cap_cut_at < $6)";
+            format!(
+                "UPDATE endpoints SET \
+                 transient_streak = CASE WHEN $1 THEN transient_streak + 1 ELSE transient_streak END, \
+                 failure_streak = CASE WHEN $2 THEN failure_streak + 1 ELSE failure_streak END, \
+                 failing_since = COALESCE(failing_since, $3), updated_at = $3, \
+                 adaptive_cap = CASE WHEN {cut} THEN \
+                   CASE WHEN {cap} < 2 THEN 1 ELSE ({cap}) / 2 END ELSE adaptive_cap END, \
+                 cap_cut_at = CASE WHEN {cut} THEN $3 ELSE cap_cut_at END, \
+                 success_run = CASE WHEN $5 THEN 0 ELSE success_run END, \
+                 throttle_streak = CASE WHEN $7 AND (throttled_until IS NULL OR throttled_until <= $6) \
+                   THEN throttle_streak + 1 ELSE throttle_streak END \
+                 WHERE id = $4 RETURNING *"
+            )
+        });
+        let ep = on_writer!(self, |p| sqlx::query_as::<_, Endpoint>(&SQL)
+            .bind(failure.transient)
+            .bind(failure.permanent)
             .bind(now.millis())
             .bind(id)
+            .bind(failure.slow_down)
+            .bind(failure.started.millis())
+            .bind(failure.throttled)
             .fetch_one(p)
             .await)?;
         self.opened(ep)
+    }
+
+    /// Holds the endpoint's work until `until` (a 429/503), unless a later
+    /// throttle already does. Returns whether this one took hold.
+    pub async fn throttle_endpoint(
+        &self,
+        id: &str,
+        until: Timestamp,
+        status: i64,
+        now: Timestamp,
+    ) -> Result<bool> {
+        let sql = "UPDATE endpoints SET throttled_until = $1, throttled_at = $2, \
+                   throttle_status = $3, updated_at = $2 \
+                   WHERE id = $4 AND (throttled_until IS NULL OR throttled_until < $1)";
+        let n = on_writer!(self, |p| sqlx::query(sql)
+            .bind(until.millis())
+            .bind(now.millis())
+            .bind(status)
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?;
+        Ok(n == 1)
     }
 
     pub async fn open_circuit(
@@ -269,7 +396,8 @@ impl Store {
         reason: &str,
         now: Timestamp,
     ) -> Result<bool> {
-        let sql = "UPDATE endpoints SET state = 'paused', pause_reason = $1, updated_at = $2 \
+        let sql = "UPDATE endpoints SET state = 'paused', pause_reason = $1, updated_at = $2, \
+                   paused_at = COALESCE(paused_at, $2) \
                    WHERE id = $3 AND state = 'active'";
         let n = on_writer!(self, |p| sqlx::query(sql)
             .bind(reason)

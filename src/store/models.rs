@@ -249,11 +249,84 @@ pub struct Endpoint {
     pub alert_level: i64,
     pub alert_expiry_for: Option<i64>,
     pub alert_summary_at: Option<i64>,
+    /// A 429/503 holds the endpoint's work until then.
+    pub throttled_until: Option<i64>,
+    pub throttled_at: Option<i64>,
+    pub throttle_status: Option<i64>,
+    pub throttle_streak: i64,
+    /// The adaptive in-flight cap; `None` is at `max_in_flight`.
+    pub adaptive_cap: Option<i64>,
+    pub cap_cut_at: Option<i64>,
+    pub success_run: i64,
+    /// The endpoint's own retry policy; `None` is the installation's.
+    pub retry_strategy: Option<String>,
+    pub retry_statuses: Option<String>,
+    /// Since when it is paused; `None` while not paused.
+    pub paused_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
 }
 
+#[cfg(test)]
 impl Endpoint {
+    /// An active endpoint with the defaults, for table tests.
+    pub fn example() -> Endpoint {
+        Endpoint {
+            id: "ep_1".into(),
+            account_id: "acc_1".into(),
+            url: "https://hooks.example.com/".into(),
+            description: String::new(),
+            event_types: "[]".into(),
+            secret: String::new(),
+            previous_secret: None,
+            previous_secret_expires_at: None,
+            state: EndpointState::Active,
+            pause_reason: None,
+            rate_limit_per_sec: None,
+            max_in_flight: 10,
+            failure_streak: 0,
+            transient_streak: 0,
+            failing_since: None,
+            last_success_at: None,
+            circuit_state: CircuitState::Closed,
+            circuit_open_until: None,
+            circuit_cooldown_ms: 0,
+            alert_level: 0,
+            alert_expiry_for: None,
+            alert_summary_at: None,
+            throttled_until: None,
+            throttled_at: None,
+            throttle_status: None,
+            throttle_streak: 0,
+            adaptive_cap: None,
+            cap_cut_at: None,
+            success_run: 0,
+            retry_strategy: None,
+            retry_statuses: None,
+            paused_at: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+}
+
+impl Endpoint {
+    /// The adaptive in-flight cap: `max_in_flight`, lowered while the
+    /// receiver shows overload (the claim's rule, `CLAIM_SLOTS`, with one
+    /// trial while the circuit is not closed).
+    pub fn adaptive_in_flight(&self) -> i64 {
+        self.adaptive_cap
+            .map_or(self.max_in_flight, |c| c.min(self.max_in_flight))
+    }
+
+    /// The throttle in force at `now`, if any: until when, and the status
+    /// that asked for it.
+    pub fn throttle_at(&self, now: i64) -> Option<(i64, Option<i64>)> {
+        self.throttled_until
+            .filter(|until| *until > now)
+            .map(|until| (until, self.throttle_status))
+    }
+
     pub fn event_type_filter(&self) -> Vec<String> {
         serde_json::from_str(&self.event_types).unwrap_or_default()
     }

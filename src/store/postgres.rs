@@ -8,6 +8,7 @@ use sqlx::{
 };
 
 use super::{
+    claim_rules::ClaimRules,
     completion::{healthy_endpoints, Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options, redact_url,
@@ -64,7 +65,7 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_due` (migrations 0012 and 0014, where
+/// Claims in one statement, `dakghar_claim_due` (migrations 0012, 0014 and 0015, where
 /// its rules are explained): each endpoint is locked, without waiting, only
 /// while its free slots are counted and its rows leased, so claims on
 /// every node run side by side and `max_in_flight` still holds across
@@ -74,13 +75,16 @@ pub(super) async fn claim_due(
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
+    rules: ClaimRules,
 ) -> Result<Vec<Delivery>> {
     Ok(
-        sqlx::query_as::<_, Delivery>("SELECT * FROM dakghar_claim_due($1, $2, $3, $4)")
+        sqlx::query_as::<_, Delivery>("SELECT * FROM dakghar_claim_due($1, $2, $3, $4, $5, $6)")
             .bind(now.millis())
             .bind(lease_until.millis())
             .bind(limit)
             .bind(crate::ids::random_token(16))
+            .bind(rules.default_rate)
+            .bind(rules.host_cap)
             .fetch_all(pool)
             .await?,
     )
@@ -168,10 +172,12 @@ pub(super) async fn complete_attempts(
             .execute(&mut *tx)
             .await?;
     }
-    for (endpoint_id, at) in healthy_endpoints(&written) {
+    for h in healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)
-            .bind(at.millis())
-            .bind(endpoint_id)
+            .bind(h.at.millis())
+            .bind(h.endpoint_id)
+            .bind(h.delivered)
+            .bind(h.first_started)
             .execute(&mut *tx)
             .await?;
     }

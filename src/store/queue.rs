@@ -8,6 +8,7 @@
 use std::{collections::HashMap, sync::LazyLock};
 
 use super::{
+    claim_rules::ClaimRules,
     completion::{AttemptRecord, Completion, Transition},
     ingest::NewIngest,
     postgres,
@@ -44,21 +45,24 @@ impl Store {
     }
 
     /// Takes up to `limit` due deliveries, within each endpoint's free
-    /// in-flight slots (`max_in_flight`, one for a half-open circuit), the
-    /// longest-waiting endpoint first, and leases them until
-    /// `lease_until`. No two claimers ever receive the same row.
+    /// in-flight slots (its adaptive cap under `max_in_flight`, one for a
+    /// half-open circuit), its rate budget and its host's cap (`rules`),
+    /// skipping throttled endpoints, the longest-waiting endpoint first,
+    /// and leases them until `lease_until`. No two claimers ever receive
+    /// the same row, and the limits hold across every node.
     pub async fn claim_due(
         &self,
         now: Timestamp,
         lease_until: Timestamp,
         limit: i64,
+        rules: ClaimRules,
     ) -> Result<Vec<Delivery>> {
         let mut claimed = match &self.pool {
             Pool::Sqlite(reader) => {
                 let writer = self.writer.as_ref().unwrap_or(reader);
-                sqlite::claim_due(reader, writer, now, lease_until, limit).await?
+                sqlite::claim_due(reader, writer, now, lease_until, limit, rules).await?
             }
-            Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit).await?,
+            Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit, rules).await?,
         };
         claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
         Ok(claimed)
@@ -154,6 +158,32 @@ impl Store {
             .await
             .map(|r| r.rows_affected()))?;
         Ok(done)
+    }
+
+    /// Expires up to `batch` pending deliveries of endpoints no claim
+    /// takes (paused, disabled) whose retry window has passed, for
+    /// `reason`: the deadline holds whatever the endpoint's state. (Claims
+    /// expire an active endpoint's overdue work as they reach it.) Returns
+    /// how many.
+    pub async fn expire_held_overdue(
+        &self,
+        reason: &str,
+        now: Timestamp,
+        batch: i64,
+    ) -> Result<u64> {
+        let sql = "UPDATE deliveries SET state = 'expired', last_error = $1, finished_at = $2, \
+                   updated_at = $2 \
+                   WHERE id IN (SELECT d.id FROM endpoints e \
+                     JOIN deliveries d ON d.endpoint_id = e.id \
+                     WHERE e.state <> 'active' AND d.state = 'pending' AND d.give_up_at <= $2 \
+                     LIMIT $3) AND state = 'pending'";
+        Ok(on_writer!(self, |p| sqlx::query(sql)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(batch)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?)
     }
 
     /// Ends a claimed delivery without an attempt (its deadline passed while

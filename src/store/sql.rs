@@ -9,12 +9,32 @@ pub(super) fn placeholders(from: usize, n: usize) -> String {
         .join(", ")
 }
 
-/// A 2xx: streaks reset, circuit closed, failing-since cleared. ($1 now, $2 id)
+/// A 2xx: streaks reset, circuit closed, failing-since cleared. ($1 now,
+/// $2 id.) `$3` successes of attempts started from `$4` on count towards
+/// the adaptive cap: it grows by one after as many successes in a row as
+/// it allows, back to `max_in_flight`. Successes of attempts that were
+/// already in flight at the last cut (started no later than it) say
+/// nothing about the lower cap.
 pub(super) const ENDPOINT_SUCCEEDED: &str =
     "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
      last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
-     circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, \
+     circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, throttle_streak = 0, \
+     success_run = CASE WHEN adaptive_cap IS NULL THEN 0 \
+       WHEN cap_cut_at >= $4 THEN success_run \
+       WHEN success_run + $3 >= adaptive_cap THEN 0 ELSE success_run + $3 END, \
+     adaptive_cap = CASE WHEN adaptive_cap IS NULL OR cap_cut_at >= $4 \
+         OR success_run + $3 < adaptive_cap THEN adaptive_cap \
+       WHEN adaptive_cap + 1 >= max_in_flight THEN NULL ELSE adaptive_cap + 1 END, \
      updated_at = $1 WHERE id = $2";
 
 /// What every exit of a claim clears: the claim is no one's any more.
 pub(super) const UNCLAIMED: &str = "claimed_at = NULL, lease_until = NULL, claim_token = NULL";
+
+/// Spends `$3` starts of the rate budget `$1` in the window that starts at
+/// `$2`; a new window starts from nothing. The claim checks the budget
+/// first, under the same lock.
+pub(super) const SPEND_RATE: &str = "INSERT INTO rate_windows (key, window_start, used) \
+     VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET \
+       used = CASE WHEN rate_windows.window_start = excluded.window_start \
+                   THEN rate_windows.used + excluded.used ELSE excluded.used END, \
+       window_start = excluded.window_start";

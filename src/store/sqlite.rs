@@ -1,6 +1,6 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer at a time.
 
-use std::{path::Path, sync::LazyLock, time::Duration};
+use std::{collections::HashMap, path::Path, sync::LazyLock, time::Duration};
 
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -8,10 +8,11 @@ use sqlx::{
 };
 
 use super::{
+    claim_rules::ClaimRules,
     completion::{healthy_endpoints, Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options,
-    sql::{placeholders, ENDPOINT_SUCCEEDED, UNCLAIMED},
+    sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
     Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -62,30 +63,42 @@ fn display_path(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
 
-/// Each active endpoint whose circuit lets work through, with how many
-/// more deliveries it may have in flight (`free`, may be ≤ 0): a closed
-/// circuit allows `max_in_flight`, a half-open one a single trial. Claims
-/// count it under the write lock, so `max_in_flight` holds across every
-/// process on the file. Postgres's claim function (migration 0012) keeps
-/// the same rule. `$1` is now.
-const CLAIM_SLOTS: &str = "SELECT e.id, \
-       CASE WHEN e.circuit_state = 'closed' THEN e.max_in_flight ELSE 1 END \
+/// Each active endpoint whose circuit lets work through and that is not
+/// throttled, with how many more deliveries it may start (`free`, may be
+/// ≤ 0): a closed circuit allows its adaptive cap (at most
+/// `max_in_flight`) in flight, a half-open one a single trial, and a rate
+/// limit (the endpoint's, else `$2`; 0 is none) what is left of this
+/// second's budget (`rate_windows`, window start `$3`). Claims count it
+/// under the write lock, so both hold across every process on the file.
+/// Postgres's claim function (migration 0015) keeps the same rules. `$1`
+/// is now.
+const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
+       CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
+            ELSE s.free END AS free \
+     FROM (SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, $2) AS rate, \
+       COALESCE((SELECT w.used FROM rate_windows w \
+                 WHERE w.key = 'start:' || e.id AND w.window_start = $3), 0) AS spent, \
+       CASE WHEN e.circuit_state <> 'closed' THEN 1 \
+            WHEN e.adaptive_cap IS NOT NULL AND e.adaptive_cap < e.max_in_flight THEN e.adaptive_cap \
+            ELSE e.max_in_flight END \
          - (SELECT count(*) FROM deliveries b \
             WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free \
      FROM endpoints e \
-     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1)";
+     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
+       AND (e.throttled_until IS NULL OR e.throttled_until <= $1)) s";
 
 /// Endpoints with free slots and due work, the longest-waiting first:
-/// `(id, free)`, `$1` now. Built once: every claim and every poll runs it.
+/// `(id, host, rate, free)`, the parameters of `CLAIM_SLOTS`. Built once:
+/// every claim and every poll runs it.
 static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
     // Materialized: flattened, SQLite evaluated each probe twice.
     format!(
         "WITH s AS MATERIALIZED ( \
-           SELECT s.id, s.free, (SELECT d.next_attempt_at FROM deliveries d \
+           SELECT s.id, s.host, s.rate, s.free, (SELECT d.next_attempt_at FROM deliveries d \
              WHERE d.endpoint_id = s.id AND d.state = 'pending' \
              ORDER BY d.next_attempt_at LIMIT 1) AS at \
            FROM ({CLAIM_SLOTS}) s) \
-         SELECT id, free FROM s WHERE free > 0 AND at <= $1 ORDER BY at"
+         SELECT id, host, rate, free FROM s WHERE free > 0 AND at <= $1 ORDER BY at"
     )
 });
 
@@ -97,6 +110,11 @@ static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| {
              AND d.next_attempt_at <= $1) LIMIT 1"
     )
 });
+
+/// Attempts in flight per receiver host, for the per-host cap.
+const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
+     JOIN endpoints e ON e.id = d.endpoint_id \
+     WHERE d.state = 'in_flight' AND e.host IS NOT NULL GROUP BY e.host";
 
 /// The endpoints give their oldest due rows, the longest-waiting endpoint
 /// first, each as many as its free slots and what is left of `limit`
@@ -110,12 +128,16 @@ pub(super) async fn claim_due(
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
+    rules: ClaimRules,
 ) -> Result<Vec<Delivery>> {
+    let window = rules.rate_window(now);
     // Most polls and wakes find nothing due: learn that from a plain read
     // before taking the one writer. (On Postgres the same probe measured
     // slower than just claiming.)
     let found = sqlx::query(&ANY_OPEN_SLOT)
         .bind(now.millis())
+        .bind(rules.default_rate)
+        .bind(window)
         .fetch_optional(reader)
         .await?;
     if found.is_none() {
@@ -125,15 +147,34 @@ pub(super) async fn claim_due(
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let open: Vec<(String, i64)> = sqlx::query_as(&OPEN_SLOTS)
+    let open: Vec<(String, Option<String>, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
         .bind(now.millis())
+        .bind(rules.default_rate)
+        .bind(window)
         .fetch_all(&mut *tx)
         .await?;
+    let mut hosts: HashMap<String, i64> = if rules.host_cap > 0 && !open.is_empty() {
+        sqlx::query_as(HOSTS_IN_FLIGHT)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect()
+    } else {
+        HashMap::new()
+    };
     let mut picked: Vec<String> = Vec::new();
-    for (endpoint_id, free) in open {
-        let take = free.min(limit - picked.len() as i64);
-        if take <= 0 {
+    for (endpoint_id, host, rate, free) in open {
+        let left = limit - picked.len() as i64;
+        if left <= 0 {
             break;
+        }
+        let host_free = match (&host, rules.host_cap > 0) {
+            (Some(h), true) => rules.host_cap - hosts.get(h).copied().unwrap_or(0),
+            _ => i64::MAX,
+        };
+        let take = free.min(left).min(host_free);
+        if take <= 0 {
+            continue;
         }
         let ids: Vec<String> = sqlx::query_scalar(due)
             .bind(&endpoint_id)
@@ -141,6 +182,18 @@ pub(super) async fn claim_due(
             .bind(take)
             .fetch_all(&mut *tx)
             .await?;
+        let n = ids.len() as i64;
+        if let (Some(h), true) = (host, rules.host_cap > 0) {
+            *hosts.entry(h).or_insert(0) += n;
+        }
+        if rate > 0 && n > 0 {
+            sqlx::query(SPEND_RATE)
+                .bind(format!("start:{endpoint_id}"))
+                .bind(window)
+                .bind(n)
+                .execute(&mut *tx)
+                .await?;
+        }
         picked.extend(ids);
     }
     if picked.is_empty() {
@@ -230,10 +283,12 @@ pub(super) async fn complete_attempts(
         written.push(c);
         answers.push(Ok(updated));
     }
-    for (endpoint_id, at) in healthy_endpoints(&written) {
+    for h in healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)
-            .bind(at.millis())
-            .bind(endpoint_id)
+            .bind(h.at.millis())
+            .bind(h.endpoint_id)
+            .bind(h.delivered)
+            .bind(h.first_started)
             .execute(&mut *tx)
             .await?;
     }

@@ -164,6 +164,21 @@ fn bad_flags_unknown_schemes_and_unreachable_databases_fail_in_one_line() {
     );
     assert!(!err.contains("panicked"));
 
+    for (flag, value, says) in [
+        ("--retry-statuses", "5x", "not a status"),
+        ("--retry-strategy", "sometimes", "invalid value"),
+        ("--default-rate-limit", "0", "or unlimited"),
+        ("--max-in-flight-per-host", "lots", "or unlimited"),
+    ] {
+        let out = dakghar(&db, &["serve", flag, value]);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = stderr(&out);
+        assert!(
+            err.contains(flag) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
+
     let out = dakghar("mysql://root@127.0.0.1/x", &["migrate"]);
     assert_one_line_error(&out, "unsupported database URL scheme 'mysql'");
 

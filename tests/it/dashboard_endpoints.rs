@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dakghar::{config::ServeConfig, store::Store};
+use dakghar::{clock::Clock, config::ServeConfig, store::Store};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -21,6 +21,7 @@ on_both_backends!(
     secrets_are_revealed_on_request_and_rotated,
     a_test_event_goes_to_that_endpoint_only,
     another_account_cannot_see_or_change_an_endpoint,
+    the_page_shows_a_throttle_and_a_lowered_cap,
 );
 
 fn create_form<'a>(url: &'a str, types: &'a str) -> Vec<(&'static str, &'a str)> {
@@ -334,4 +335,47 @@ async fn another_account_cannot_see_or_change_an_endpoint(store: Store) {
         .await
         .unwrap()
         .is_empty());
+}
+
+async fn the_page_shows_a_throttle_and_a_lowered_cap(store: Store) {
+    let mut config = ServeConfig::for_tests();
+    config.delivery.default_rate_limit = Some(50);
+    let app = spawn_app_with(store, config).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    rx.script_with_headers(429, vec![("retry-after", "120".into())]);
+    let ep = ana
+        .api(
+            &app,
+            "/api/v1/endpoints",
+            json!({ "url": rx.url, "max_in_flight": 4 }),
+        )
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(d["throttled_until"], Value::Null, "{d}");
+    assert_eq!(
+        (d["in_flight_cap"].clone(), d["max_in_flight"].clone()),
+        (json!(4), json!(4))
+    );
+    assert_eq!(
+        (
+            d["rate_limit_per_sec"].clone(),
+            d["rate_limit_is_default"].clone()
+        ),
+        (json!(50), json!(true))
+    );
+
+    ana.api(
+        &app,
+        "/api/v1/events",
+        json!({ "type": "t", "payload": {} }),
+    )
+    .await;
+    assert_eq!(app.engine.tick().await.unwrap(), 1);
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    let now = app.clock.now().millis();
+    assert_eq!(d["throttle_status"], 429, "{d}");
+    assert_eq!(d["throttled_until"].as_i64(), Some(now + 120_000));
+    assert_eq!(d["in_flight_cap"], 2, "a 429 halves the cap");
 }

@@ -97,6 +97,8 @@ pub fn new_endpoint(account_id: &str, url: &str, types: &[&str]) -> NewEndpoint 
         secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
         rate_limit_per_sec: None,
         max_in_flight: 10,
+        retry_strategy: None,
+        retry_statuses: None,
     }
 }
 

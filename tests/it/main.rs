@@ -26,6 +26,7 @@ mod metrics;
 mod openapi;
 mod platforms;
 mod receiver;
+mod receiver_respect;
 mod retention;
 mod roles;
 mod secrets_at_rest;

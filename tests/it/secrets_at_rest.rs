@@ -37,6 +37,8 @@ async fn endpoint(store: &Store, now: Timestamp) -> dakghar::store::Endpoint {
                 secret: SECRET.into(),
                 rate_limit_per_sec: None,
                 max_in_flight: 10,
+                retry_strategy: None,
+                retry_statuses: None,
             },
             now,
         )

@@ -42,6 +42,8 @@ impl Server {
             .env_remove("DATABASE_URL")
             .env("DAKGHAR_DATABASE_URL", db)
             .env("DAKGHAR_SECRETS_KEY", SECRETS_KEY)
+            // A throttled first attempt comes back within seconds.
+            .env("DAKGHAR_RETRY_BASE_DELAY", "1s")
             // The most a curious operator would turn on.
             .env("RUST_LOG", "debug")
             .stdout(Stdio::null())
@@ -119,6 +121,7 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
         .to_string();
 
     let rx = Receiver::start().await;
+    rx.script_with_headers(429, vec![("retry-after", "1".to_string())]);
     let http = reqwest::Client::new();
     let endpoint: Value = http
         .post(format!("{base}/api/v1/endpoints"))
@@ -157,20 +160,36 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
     }
     server.wait_for_log("signed in").await;
 
-    rx.wait_for(1).await;
-    let attempt = server.wait_for_log("engine: attempt ").await;
+    rx.wait_for(2).await;
+    let throttled = server.wait_for_log("engine: attempt ").await;
+    let attempt = server.wait_for_log("outcome=delivered").await;
     let finished = server.wait_for_log("delivery finished").await;
     let log = server.terminate();
 
     for part in [
         "delivery=",
+        "method=POST",
         "host=127.0.0.1",
+        "status=429",
+        "retry_after=1 ",
+        "next_attempt_at=20",
+        "outcome=transient",
+    ] {
+        assert!(throttled.contains(part), "{part} in {throttled}");
+    }
+    for part in [
+        "engine: attempt ",
         "status=200",
         "duration_ms=",
-        "outcome=delivered",
+        "retry_after=none",
+        "next_attempt_at=none",
     ] {
         assert!(attempt.contains(part), "{part} in {attempt}");
     }
+    assert!(
+        log.contains("endpoint throttled"),
+        "the throttle is logged:\n{log}"
+    );
     assert!(finished.contains("state=\"delivered\""), "{finished}");
 
     let signature = rx.got()[0].headers["webhook-signature"]

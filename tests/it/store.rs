@@ -573,7 +573,15 @@ async fn claims_take_due_deliveries_oldest_first(store: Store) {
 
     clock.advance(Duration::from_secs(15));
     let lease = clock.now().plus(Duration::from_secs(300));
-    let first = store.claim_due(clock.now(), lease, 10).await.unwrap();
+    let first = store
+        .claim_due(
+            clock.now(),
+            lease,
+            10,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
     let ids: Vec<_> = first.iter().map(|d| d.id.clone()).collect();
     assert_eq!(
         ids,
@@ -589,17 +597,33 @@ async fn claims_take_due_deliveries_oldest_first(store: Store) {
 
     clock.advance(Duration::from_secs(60));
     let lease = clock.now().plus(Duration::from_secs(300));
-    let limited = store.claim_due(clock.now(), lease, 1).await.unwrap();
+    let limited = store
+        .claim_due(clock.now(), lease, 1, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
     assert_eq!(limited.len(), 1, "the batch limit holds");
     assert_eq!(limited[0].id, expected[2].1);
-    let rest = store.claim_due(clock.now(), lease, 10).await.unwrap();
+    let rest = store
+        .claim_due(
+            clock.now(),
+            lease,
+            10,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         rest.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
         vec![expected[3].1.clone()]
     );
     assert!(
         store
-            .claim_due(clock.now(), lease, 10)
+            .claim_due(
+                clock.now(),
+                lease,
+                10,
+                dakghar::store::ClaimRules::default()
+            )
             .await
             .unwrap()
             .is_empty(),
@@ -629,17 +653,27 @@ async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
         claimed.iter().filter(|d| d.endpoint_id == id).count()
     };
 
-    let first = store.claim_due(now, lease, 100).await.unwrap();
+    let first = store
+        .claim_due(now, lease, 100, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
     assert_eq!(per_endpoint(&first, &narrow.id), 3, "max_in_flight 3");
     assert_eq!(per_endpoint(&first, &wide.id), 10, "the default 10");
     assert!(
-        store.claim_due(now, lease, 100).await.unwrap().is_empty(),
+        store
+            .claim_due(now, lease, 100, dakghar::store::ClaimRules::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "both endpoints are full"
     );
 
     store.release_claim(&first[0], now).await.unwrap();
     let freed = &first[0].endpoint_id;
-    let again = store.claim_due(now, lease, 100).await.unwrap();
+    let again = store
+        .claim_due(now, lease, 100, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
     assert_eq!(again.len(), 1, "one slot came free");
     assert_eq!(&again[0].endpoint_id, freed);
 
@@ -655,7 +689,10 @@ async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
         .open_circuit(&wide.id, now, 30_000, now)
         .await
         .unwrap();
-    let trial = store.claim_due(now, lease, 100).await.unwrap();
+    let trial = store
+        .claim_due(now, lease, 100, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
     assert_eq!(
         per_endpoint(&trial, &wide.id),
         1,
@@ -688,7 +725,12 @@ async fn concurrent_claimers_never_share_a_delivery(store: Store) {
             let mut mine = Vec::new();
             loop {
                 let batch = store
-                    .claim_due(now, now.plus(Duration::from_secs(300)), 7)
+                    .claim_due(
+                        now,
+                        now.plus(Duration::from_secs(300)),
+                        7,
+                        dakghar::store::ClaimRules::default(),
+                    )
                     .await
                     .expect("claim");
                 if batch.is_empty() {
@@ -747,7 +789,12 @@ async fn deliveries_move_through_their_states(store: Store) {
     };
 
     let claimed = store
-        .claim_due(clock.now(), lease(&clock), 10)
+        .claim_due(
+            clock.now(),
+            lease(&clock),
+            10,
+            dakghar::store::ClaimRules::default(),
+        )
         .await
         .unwrap();
     assert_eq!(claimed.len(), 3);
@@ -786,13 +833,23 @@ async fn deliveries_move_through_their_states(store: Store) {
 
     // Not due before its time; due after.
     assert!(store
-        .claim_due(clock.now(), lease(&clock), 10)
+        .claim_due(
+            clock.now(),
+            lease(&clock),
+            10,
+            dakghar::store::ClaimRules::default()
+        )
         .await
         .unwrap()
         .is_empty());
     clock.advance(Duration::from_secs(61));
     let again = store
-        .claim_due(clock.now(), lease(&clock), 10)
+        .claim_due(
+            clock.now(),
+            lease(&clock),
+            10,
+            dakghar::store::ClaimRules::default(),
+        )
         .await
         .unwrap();
     assert_eq!(again.len(), 1);
@@ -844,7 +901,12 @@ async fn deliveries_move_through_their_states(store: Store) {
     assert_eq!(late.state(), Some(DeliveryState::Expired));
     assert!(
         store
-            .claim_due(clock.now().plus(WINDOW), lease(&clock), 10)
+            .claim_due(
+                clock.now().plus(WINDOW),
+                lease(&clock),
+                10,
+                dakghar::store::ClaimRules::default()
+            )
             .await
             .unwrap()
             .is_empty(),
@@ -873,7 +935,12 @@ async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
             .unwrap();
     }
     let claimed = store
-        .claim_due(clock.now(), clock.now().plus(Duration::from_secs(300)), 10)
+        .claim_due(
+            clock.now(),
+            clock.now().plus(Duration::from_secs(300)),
+            10,
+            dakghar::store::ClaimRules::default(),
+        )
         .await
         .unwrap();
     let crashed = claimed.iter().find(|d| d.event_id == "crashed").unwrap();

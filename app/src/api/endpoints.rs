@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use crate::{
     error::AppError,
-    model::endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm},
+    model::endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
 };
 
 #[server(prefix = "/_fn", endpoint = "endpoints")]
@@ -39,13 +39,13 @@ pub async fn delete_endpoint(id: String) -> Result<(), AppError> {
 #[server(prefix = "/_fn", endpoint = "endpoint_pause")]
 pub async fn pause_endpoint(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    crate::port::answered(services.set_endpoint_paused(&viewer, &id, true).await)
+    crate::port::answered(services.pause_endpoint(&viewer, &id).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_resume")]
-pub async fn resume_endpoint(id: String) -> Result<(), AppError> {
+pub async fn resume_endpoint(id: String) -> Result<Resumed, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    crate::port::answered(services.set_endpoint_paused(&viewer, &id, false).await)
+    crate::port::answered(services.resume_endpoint(&viewer, &id).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_rotate")]

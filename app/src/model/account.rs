@@ -28,6 +28,14 @@ pub struct Contract {
     pub retry_window: String,
     pub max_attempts: u32,
     pub jitter: String,
+    /// `exponential`, `linear` or `fixed`.
+    pub retry_strategy: String,
+    /// The statuses retried, as configured (`1xx,3xx,…,5xx`).
+    pub retry_statuses: String,
+    /// Starts per second for endpoints without their own limit; `None` is none.
+    pub default_rate_limit: Option<i64>,
+    /// Attempts in flight per receiver host; `None` is no cap.
+    pub max_in_flight_per_host: Option<i64>,
     pub request_timeout: String,
     pub connect_timeout: String,
     pub rotation_overlap: String,

@@ -74,8 +74,18 @@ pub struct LastAttempt {
 pub struct EndpointDetail {
     pub now: i64,
     pub summary: EndpointSummary,
+    /// The limit in force, `None` for none.
     pub rate_limit_per_sec: Option<i64>,
+    /// Whether that is the installation's default, not the endpoint's own.
+    pub rate_limit_is_default: bool,
     pub max_in_flight: i64,
+    /// How many may be in flight now: lowered while the receiver shows
+    /// overload, at most `max_in_flight`.
+    pub in_flight_cap: i64,
+    /// While a 429/503 holds the endpoint's deliveries: until when, and
+    /// the status that asked.
+    pub throttled_until: Option<i64>,
+    pub throttle_status: Option<i64>,
     pub attempts_7d: i64,
     pub delivered_7d: i64,
     pub avg_ms_24h: Option<i64>,
@@ -87,6 +97,33 @@ pub struct EndpointDetail {
     pub in_flight: i64,
     /// Until when the previous secret still signs, after a rotation.
     pub previous_secret_until: Option<i64>,
+}
+
+/// What a resume found waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resumed {
+    /// Deliveries that drain now.
+    pub waiting: i64,
+    /// Deliveries whose window passed while paused: expired, not sent.
+    pub past_window: i64,
+}
+
+impl Resumed {
+    pub fn words(&self) -> String {
+        let waiting = match self.waiting {
+            1 => "1 delivery".to_string(),
+            n => format!("{} deliveries", crate::format::count(n)),
+        };
+        let mut out = format!("Resumed: {waiting} waiting now drain");
+        if self.past_window > 0 {
+            out.push_str(&format!(
+                "; {} passed their retry window while paused and expired (resend or replay them if you still want them)",
+                crate::format::count(self.past_window)
+            ));
+        }
+        out.push('.');
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -56,11 +56,24 @@ fn ContractView(c: Contract) -> impl IntoView {
             <h2>"How we read your answer"</h2>
             <ul>
                 <li><strong>"2xx"</strong>" — delivered."</li>
-                <li><strong>"400, 401, 403, 422"</strong>" — permanent: not retried."</li>
-                <li><strong>"410 Gone"</strong>" — permanent, and we pause the endpoint and tell you."</li>
-                <li><strong>"404"</strong>" — retried, but counted toward pausing a dead endpoint."</li>
-                <li><strong>"429, 503"</strong>" — retried no sooner than your Retry-After (seconds or an HTTP date)."</li>
-                <li><strong>"408, other 5xx, 3xx, other 4xx, timeouts, refused connections"</strong>" — retried."</li>
+                <li><strong data-testid="retry-statuses">{c.retry_statuses.clone()}</strong>
+                    " — retried; so are timeouts and refused connections. Any other status is permanent: not retried. "
+                    "An endpoint may have a list of its own."</li>
+                <li><strong>"410 Gone"</strong>" (unless listed) — permanent, and we pause the endpoint and tell you."</li>
+                <li><strong>"404"</strong>" (when listed) — retried, but counted toward pausing a dead endpoint."</li>
+                <li><strong>"429, 503"</strong>" — the whole endpoint waits: nothing is sent to it before your Retry-After (seconds or an HTTP date; without one, a growing backoff), no attempt is counted for the wait, and the waiting deliveries come back spread over a tenth of the wait (at least a second)."</li>
+            </ul>
+            <h3>"How hard we push"</h3>
+            <ul>
+                <li>{match c.default_rate_limit {
+                    Some(r) => format!("At most {r} new attempts per second per endpoint, retries included, unless the endpoint sets its own limit or none."),
+                    None => "No rate limit unless the endpoint sets one (retries count against it).".to_string(),
+                }}</li>
+                <li>{match c.max_in_flight_per_host {
+                    Some(n) => format!("At most {n} attempts at once to one receiver (host and port), across all endpoints and accounts."),
+                    None => "No cap per receiver host beyond each endpoint's own.".to_string(),
+                }}</li>
+                <li>"Each endpoint's " <code>"max_in_flight"</code> " is a ceiling: after a 429, a 503 or a timeout we halve the attempts we keep in flight to it (not below one), and add one back after each run of as many successes."</li>
             </ul>
         </section>
         <section class="card docs">
@@ -69,7 +82,12 @@ fn ContractView(c: Contract) -> impl IntoView {
                 "At most " <strong data-testid="max-attempts">{c.max_attempts}</strong> " attempts within "
                 <strong data-testid="retry-window">{c.retry_window.clone()}</strong>
                 " of the event; after that the delivery is expired and you can resend it from the dashboard ("
-                {c.resends_per_minute} " resends per endpoint per minute). Waits double after each failure ("
+                {c.resends_per_minute} " resends per endpoint per minute). "
+                {match c.retry_strategy.as_str() {
+                    "linear" => "Waits grow by one step after each failure (",
+                    "fixed" => "Waits are the same after each failure (",
+                    _ => "Waits double after each failure (",
+                }}
                 {jitter} "):"
             </p>
             <table class="table small" data-testid="schedule">

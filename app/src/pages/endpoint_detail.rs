@@ -80,11 +80,26 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
     } else {
         s.event_types.join(", ")
     };
-    let limit = d.rate_limit_per_sec.map_or_else(
-        || "no rate limit".to_string(),
-        |r| format!("{r} per second"),
-    );
+    let limit = match (d.rate_limit_per_sec, d.rate_limit_is_default) {
+        (Some(r), true) => format!("{r} per second (the default)"),
+        (Some(r), false) => format!("{r} per second"),
+        (None, _) => "unlimited".to_string(),
+    };
+    let cap = if d.in_flight_cap < d.max_in_flight {
+        format!(
+            "{} now, of {}: lowered after the receiver showed overload (429, 503, timeouts); it grows back by one after a run of successes",
+            d.in_flight_cap, d.max_in_flight
+        )
+    } else {
+        d.max_in_flight.to_string()
+    };
     let paused = s.condition.is_paused();
+    let resumed = move || match actions.resume.value().get() {
+        Some(Ok(r)) => {
+            Some(view! { <p class="notice ok small" data-testid="resumed">{r.words()}</p> })
+        }
+        _ => None,
+    };
     let sent = move || match actions.test_event.value().get() {
         Some(Ok(event_id)) => Some(view! {
             <p class="notice ok small" data-testid="test-sent">
@@ -104,6 +119,15 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                 <ConditionBadge condition=s.condition.clone() />
             </div>
         </div>
+        {d.throttled_until.map(|until| {
+            let asked = d.throttle_status.map_or_else(String::new, |s| format!(", {s}"));
+            view! {
+                <p class="notice warn" data-testid="throttled">
+                    {format!("Throttled until {} (receiver asked{asked}). ", format::time(until))}
+                    "Every delivery to this endpoint waits until then, without counting an attempt, and they come back spread over a short window."
+                </p>
+            }
+        })}
         <div class="tiles">
             <Tile label="Success, 24 h" value=rate(s.delivered_24h, s.attempts_24h) sub=format!("{} attempts", s.attempts_24h) testid="rate-24h" />
             <Tile label="Success, 7 days" value=rate(d.delivered_7d, d.attempts_7d) sub=format!("{} attempts", d.attempts_7d) testid="rate-7d" />
@@ -171,8 +195,9 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                     })}
                 </div>
                 {sent}
+                {resumed}
                 <p class="muted small">
-                    "Paused endpoints keep queueing; Resume sends what waited."
+                    "Paused endpoints keep queueing; Resume sends what waited. A delivery whose retry window passes while paused expires."
                 </p>
             </section>
             <section class="card">
@@ -183,7 +208,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                     <dt>"Rate limit"</dt>
                     <dd>{limit}</dd>
                     <dt>"Max in flight"</dt>
-                    <dd>{d.max_in_flight}</dd>
+                    <dd data-testid="in-flight-cap">{cap}</dd>
                 </dl>
                 {allowed(|m| m.can_see_secrets).then(|| view! {
                     <Secret id=id_secret rotate=actions.rotate previous_until=d.previous_secret_until />

@@ -148,7 +148,7 @@ fn CreateForm(create: ServerAction<CreateEndpoint>) -> impl IntoView {
                 </label>
                 <label>
                     "Rate limit (per second)"
-                    <input name="form[rate_limit_per_sec]" inputmode="numeric" placeholder="no limit" />
+                    <input name="form[rate_limit_per_sec]" placeholder="the default, or a number, or unlimited" />
                 </label>
                 <label>
                     "Max in flight"
