@@ -30,6 +30,8 @@ fn account_routes() -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(endpoints::pause))
         .routes(routes!(endpoints::resume))
+        .routes(routes!(endpoints::queue))
+        .routes(routes!(endpoints::discard_queue))
         .routes(routes!(endpoints::health))
         .routes(routes!(endpoints::rotate_secret))
         .routes(routes!(events::ingest, events::list))

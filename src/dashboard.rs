@@ -183,6 +183,16 @@ impl Dashboard for Adapter {
         endpoints::resume(&self.ctx, viewer, id).await
     }
 
+    async fn discard_queue(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        expected: i64,
+    ) -> Result<i64, AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::discard_queue(&self.ctx, viewer, id, expected).await
+    }
+
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
         need(viewer, Permission::SeeSecrets)?;
         endpoints::rotate(&self.ctx, viewer, id).await

@@ -17,7 +17,7 @@ use crate::{
     clock::Timestamp,
     context::Ctx,
     delivery::signing,
-    error::{OrNotFound, Result},
+    error::{Error, OrNotFound, Result},
     events, ids,
     store::{
         Attempt, Endpoint, EndpointPatch, EndpointState, Health, LastAttempt, NewEndpoint,
@@ -199,6 +199,67 @@ pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Resumed> {
         waiting,
         past_window,
     })
+}
+
+/// What a paused endpoint's queue holds, for the discard preview: its
+/// pending deliveries.
+pub async fn queued(ctx: &Ctx, account_id: &str, id: &str) -> Result<i64> {
+    let e = get(ctx, account_id, id).await?;
+    let (pending, _) = ctx
+        .store
+        .paused_backlog(&e.id, crate::jobs::deadlines::REASON, ctx.clock.now())
+        .await?;
+    Ok(pending)
+}
+
+/// What a discarded delivery says.
+pub const DISCARDED: &str = "discarded from the paused queue by the customer";
+
+/// Rows per statement, so the SQLite writer is never held for long.
+const DISCARD_BATCH: i64 = 500;
+
+/// Ends every pending delivery of a paused endpoint (expired, with the
+/// reason, so each can still be resent or replayed). `expected` is the
+/// count the customer was shown: if the queue holds another number
+/// now, nothing is discarded and the answer says the current count.
+pub async fn discard_queue(
+    ctx: &Ctx,
+    account_id: &str,
+    id: &str,
+    expected: Option<i64>,
+) -> Result<i64> {
+    let e = get(ctx, account_id, id).await?;
+    if e.state != EndpointState::Paused {
+        return Err(Error::Conflict(
+            "only a paused endpoint's queue can be discarded: pause it first".into(),
+        ));
+    }
+    let now = ctx.clock.now();
+    let (pending, _) = ctx
+        .store
+        .paused_backlog(&e.id, crate::jobs::deadlines::REASON, now)
+        .await?;
+    if let Some(expected) = expected.filter(|n| *n != pending) {
+        return Err(Error::ConflictCode {
+            code: "queue_changed",
+            message: format!(
+                "the queue holds {pending} deliveries now, not {expected}: nothing was discarded; look again and confirm that number"
+            ),
+        });
+    }
+    let mut discarded = 0;
+    loop {
+        let n = ctx
+            .store
+            .discard_pending(&e.id, DISCARDED, now, DISCARD_BATCH)
+            .await?;
+        discarded += i64::try_from(n).unwrap_or(i64::MAX);
+        if n < DISCARD_BATCH as u64 {
+            break;
+        }
+    }
+    tracing::info!(endpoint = %e.id, discarded, "paused queue discarded");
+    Ok(discarded)
 }
 
 /// A new secret; the old one keeps signing for the configured overlap.

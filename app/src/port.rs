@@ -42,6 +42,14 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn pause_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     /// The queue drains; says what waited.
     async fn resume_endpoint(&self, viewer: &Viewer, id: &str) -> Result<Resumed, AppError>;
+    /// Ends a paused endpoint's queue if it still holds `expected`
+    /// deliveries; returns how many were discarded.
+    async fn discard_queue(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        expected: i64,
+    ) -> Result<i64, AppError>;
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
     /// Sends a `dakghar.test` event to this endpoint only; returns its id.

@@ -105,6 +105,29 @@ test('a receiver that asks to slow down shows as throttled, with a lower cap', a
   await rx.stop();
 });
 
+test('a paused endpoint discards its queue after saying how many', async ({ page }, info) => {
+  const rx = await Receiver.start();
+  const type = uniqueId('held', info.project.name);
+  const created = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  await api('POST', `/api/v1/endpoints/${created.id}/pause`);
+  for (let i = 0; i < 3; i++) await api('POST', '/api/v1/events', { type, payload: { i } });
+  await signIn(page, info);
+  await page.goto(`/endpoints/${created.id}`);
+  await ready(page, info);
+  const discard = page.getByTestId('discard-queue');
+  await expect(discard).toHaveText('Discard 3 queued deliveries');
+  page.once('dialog', (d) => d.accept());
+  await discard.click();
+  await expect.poll(async () => (await api('GET', `/api/v1/endpoints/${created.id}/queue`)).pending).toBe(0);
+  await expect(page.getByTestId('discard-queue')).toHaveCount(0);
+  // Resumed, a new event arrives: proof the discarded three never will.
+  await api('POST', `/api/v1/endpoints/${created.id}/resume`);
+  await api('POST', '/api/v1/events', { type, payload: { after: true } });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+  expect(rx.requests[0].body).toContain('after');
+  await rx.stop();
+});
+
 test('notifications, API keys and the contract page', async ({ page }, info) => {
   const rx = await Receiver.start([410]);
   const type = uniqueId('gone', info.project.name);
@@ -122,7 +145,7 @@ test('notifications, API keys and the contract page', async ({ page }, info) => 
   await expect(page.getByTestId('max-attempts')).toHaveText('16');
   await expect(page.getByTestId('retry-statuses')).toHaveText('1xx,3xx,402,404-409,411-421,423-499,5xx');
   await expect(page.getByTestId('schedule').locator('tbody tr')).toHaveCount(15);
-  await expect(page.getByTestId('api-operations').locator('tr')).toHaveCount(37);
+  await expect(page.getByTestId('api-operations').locator('tr')).toHaveCount(41);
   const doc = await (await fetch(new URL('/api/openapi.json', page.url()))).json();
   expect(Object.keys(doc.paths)).toContain('/api/v1/events');
   await snapshot(page, info, 'docs');

@@ -139,12 +139,6 @@ pub struct EndpointOut {
     /// The throttle in words: "throttled until T (receiver asked, 429)".
     throttle: Option<String>,
     created_at: String,
-    /// Only in the answer to a resume: deliveries that drain now, and
-    /// those whose window passed while paused (expired, not sent).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    waiting: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    past_window: Option<i64>,
     /// Only when created or rotated: the signing secret, `whsec_…`.
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
@@ -202,8 +196,6 @@ impl EndpointOut {
                 .unwrap_or_else(|| ctx.engine.settings().retry_statuses.to_string()),
             retry_strategy: e.retry_strategy.clone(),
             retry_statuses: e.retry_statuses.clone(),
-            waiting: None,
-            past_window: None,
             in_flight_cap: e.adaptive_in_flight(),
             throttled_until: throttle.map(|(until, _)| Timestamp(until).to_rfc3339()),
             throttle_status: throttle.and_then(|(_, status)| status),
@@ -324,18 +316,29 @@ pub async fn pause(
     Ok(Json(EndpointOut::from(e, false, &state.ctx)))
 }
 
+/// The endpoint as it now is, and what its resume found.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ResumeOut {
+    #[serde(flatten)]
+    endpoint: EndpointOut,
+    /// Deliveries that drain now.
+    waiting: i64,
+    /// Deliveries whose retry window passed while paused: expired, not sent.
+    past_window: i64,
+}
+
 #[utoipa::path(post, path = "/endpoints/{id}/resume", tag = "endpoints", summary = "Resume: the queue drains; says how many wait and how many passed their window while paused",
-    params(("id" = String, Path)), responses((status = 200, body = EndpointOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
+    params(("id" = String, Path)), responses((status = 200, body = ResumeOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     PathId(id): PathId,
-) -> ApiResult<Json<EndpointOut>> {
+) -> ApiResult<Json<ResumeOut>> {
     let r = endpoints::resume(&state.ctx, &caller.account_id, &id).await?;
-    Ok(Json(EndpointOut {
-        waiting: Some(r.waiting),
-        past_window: Some(r.past_window),
-        ..EndpointOut::from(r.endpoint, false, &state.ctx)
+    Ok(Json(ResumeOut {
+        endpoint: EndpointOut::from(r.endpoint, false, &state.ctx),
+        waiting: r.waiting,
+        past_window: r.past_window,
     }))
 }
 
@@ -387,4 +390,51 @@ pub async fn health(
             .collect(),
         id: e.id,
     }))
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct QueueOut {
+    /// Deliveries waiting for this endpoint.
+    pending: i64,
+}
+
+#[utoipa::path(get, path = "/endpoints/{id}/queue", tag = "endpoints", summary = "How many deliveries wait for the endpoint (the discard preview)",
+    params(("id" = String, Path)), responses((status = 200, body = QueueOut), (status = 404, body = super::error::ErrorOut)), security(("api_key" = [])))]
+pub async fn queue(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathId(id): PathId,
+) -> ApiResult<Json<QueueOut>> {
+    let pending = endpoints::queued(&state.ctx, &caller.account_id, &id).await?;
+    Ok(Json(QueueOut { pending }))
+}
+
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscardIn {
+    /// The count the preview showed; if the queue holds another number
+    /// now, nothing is discarded (409 queue_changed).
+    expected: Option<i64>,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct DiscardOut {
+    discarded: i64,
+}
+
+#[utoipa::path(post, path = "/endpoints/{id}/queue/discard", tag = "endpoints",
+    summary = "Discard a paused endpoint's queued deliveries (they expire, and can still be resent or replayed)",
+    params(("id" = String, Path)), request_body = DiscardIn,
+    responses((status = 200, body = DiscardOut), (status = 404, body = super::error::ErrorOut),
+        (status = 409, description = "The endpoint is not paused, or the queue changed since the preview (`queue_changed`)", body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
+pub async fn discard_queue(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathId(id): PathId,
+    body: Option<Json<DiscardIn>>,
+) -> ApiResult<Json<DiscardOut>> {
+    let expected = body.and_then(|Json(b)| b.expected);
+    let discarded = endpoints::discard_queue(&state.ctx, &caller.account_id, &id, expected).await?;
+    Ok(Json(DiscardOut { discarded }))
 }

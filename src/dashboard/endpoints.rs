@@ -166,6 +166,15 @@ pub async fn resume(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<Resumed, App
     })
 }
 
+pub async fn discard_queue(
+    ctx: &Ctx,
+    viewer: &Viewer,
+    id: &str,
+    expected: i64,
+) -> Result<i64, AppError> {
+    Ok(endpoints::discard_queue(ctx, &viewer.account_id, id, Some(expected)).await?)
+}
+
 pub async fn rotate(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<(), AppError> {
     endpoints::rotate_secret(ctx, &viewer.account_id, id).await?;
     Ok(())

@@ -186,6 +186,31 @@ impl Store {
             .map(|r| r.rows_affected()))?)
     }
 
+    /// Ends up to `batch` pending deliveries of a paused endpoint, as
+    /// expired for `reason`: the customer discarded its queue. Returns how
+    /// many; call until fewer than `batch` come back.
+    pub async fn discard_pending(
+        &self,
+        endpoint_id: &str,
+        reason: &str,
+        now: Timestamp,
+        batch: i64,
+    ) -> Result<u64> {
+        let sql = "UPDATE deliveries SET state = 'expired', last_error = $1, finished_at = $2, \
+                   updated_at = $2 \
+                   WHERE id IN (SELECT d.id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
+                     WHERE d.endpoint_id = $3 AND d.state = 'pending' AND e.state = 'paused' \
+                     LIMIT $4) AND state = 'pending'";
+        Ok(on_writer!(self, |p| sqlx::query(sql)
+            .bind(reason)
+            .bind(now.millis())
+            .bind(endpoint_id)
+            .bind(batch)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?)
+    }
+
     /// Ends a claimed delivery without an attempt (its deadline passed while
     /// it waited), recording why.
     pub async fn expire_claimed(

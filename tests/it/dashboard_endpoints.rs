@@ -22,6 +22,7 @@ on_both_backends!(
     a_test_event_goes_to_that_endpoint_only,
     another_account_cannot_see_or_change_an_endpoint,
     the_page_shows_a_throttle_and_a_lowered_cap,
+    a_paused_queue_is_discarded_only_at_the_count_shown,
 );
 
 fn create_form<'a>(url: &'a str, types: &'a str) -> Vec<(&'static str, &'a str)> {
@@ -378,4 +379,44 @@ async fn the_page_shows_a_throttle_and_a_lowered_cap(store: Store) {
     assert_eq!(d["throttle_status"], 429, "{d}");
     assert_eq!(d["throttled_until"].as_i64(), Some(now + 120_000));
     assert_eq!(d["in_flight_cap"], 2, "a 429 halves the cap");
+}
+
+async fn a_paused_queue_is_discarded_only_at_the_count_shown(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    ana.call(&app, "endpoint_pause", &[("id", id)]).await;
+    for _ in 0..2 {
+        ana.api(
+            &app,
+            "/api/v1/events",
+            json!({ "type": "t", "payload": {} }),
+        )
+        .await;
+    }
+    let (_, d) = ana.call(&app, "endpoint", &[("id", id)]).await;
+    assert_eq!(d["pending"], 2);
+    let (status, body) = ana
+        .call(
+            &app,
+            "endpoint_discard_queue",
+            &[("id", id), ("expected", "5")],
+        )
+        .await;
+    assert!(!status.is_success(), "{body}");
+    assert!(body.to_string().contains("holds 2"), "{body}");
+    let (status, n) = ana
+        .call(
+            &app,
+            "endpoint_discard_queue",
+            &[("id", id), ("expected", "2")],
+        )
+        .await;
+    assert_eq!((status, n), (StatusCode::OK, json!(2)));
+    let (_, resumed) = ana.call(&app, "endpoint_resume", &[("id", id)]).await;
+    assert_eq!(resumed, json!({ "waiting": 0, "past_window": 0 }));
 }

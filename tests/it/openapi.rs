@@ -48,6 +48,8 @@ async fn the_openapi_document_covers_every_route_and_matches_the_answers(store: 
         ("delete", "/endpoints/{id}"),
         ("post", "/endpoints/{id}/pause"),
         ("post", "/endpoints/{id}/resume"),
+        ("get", "/endpoints/{id}/queue"),
+        ("post", "/endpoints/{id}/queue/discard"),
         ("post", "/endpoints/{id}/rotate-secret"),
         ("get", "/endpoints/{id}/health"),
     ];

@@ -23,6 +23,7 @@ on_both_backends!(
     the_per_host_cap_bounds_two_accounts_endpoints_on_one_receiver,
     an_endpoints_retry_policy_decides_what_is_retried_and_when,
     a_paused_endpoints_backlog_expires_at_its_deadline,
+    a_paused_queue_is_discarded_after_a_preview,
 );
 
 async fn endpoint_view(api: &Api, id: &str) -> Value {
@@ -507,4 +508,79 @@ async fn a_paused_endpoints_backlog_expires_at_its_deadline(store: Store) {
         api.delivery(&fresh).await.state(),
         Some(DeliveryState::Delivered)
     );
+}
+
+async fn a_paused_queue_is_discarded_after_a_preview(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let id = ep["id"].as_str().unwrap();
+    let base = format!("/api/v1/endpoints/{id}");
+    let discard_path = format!("{base}/queue/discard");
+    let discard = |body: Value| api.call(Method::POST, &discard_path, Some(body));
+
+    let (s, out) = discard(json!({})).await;
+    assert_eq!(
+        (s, out["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict")),
+        "an active endpoint's queue is being sent: {out}"
+    );
+
+    api.call(Method::POST, &format!("{base}/pause"), None).await;
+    let mut events = Vec::new();
+    for i in 0..3 {
+        events.push(api.send(json!({ "type": "t", "payload": {"i": i} })).await);
+    }
+    let (_, preview) = api.call(Method::GET, &format!("{base}/queue"), None).await;
+    assert_eq!(preview["pending"], 3);
+
+    let (s, out) = discard(json!({ "expected": 2 })).await;
+    assert_eq!(
+        (s, out["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("queue_changed")),
+        "{out}"
+    );
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("holds 3"),
+        "{out}"
+    );
+    assert_eq!(
+        api.delivery(&events[0]).await.state(),
+        Some(DeliveryState::Pending),
+        "nothing discarded"
+    );
+
+    let (s, out) = discard(json!({ "expected": 3 })).await;
+    assert_eq!(
+        (s, out["discarded"].clone()),
+        (StatusCode::OK, json!(3)),
+        "{out}"
+    );
+    for ev in &events {
+        let d = api.delivery(ev).await;
+        assert_eq!(d.state(), Some(DeliveryState::Expired));
+        assert_eq!(d.last_error.as_deref(), Some(dakghar::endpoints::DISCARDED));
+    }
+    let (_, preview) = api.call(Method::GET, &format!("{base}/queue"), None).await;
+    assert_eq!(preview["pending"], 0);
+
+    // A discarded delivery can still be resent; it goes once resumed.
+    let dlv = events[0]["deliveries"][0]["id"].as_str().unwrap();
+    let (s, _) = api
+        .call(
+            Method::POST,
+            &format!("/api/v1/deliveries/{dlv}/resend"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let (_, resumed) = api
+        .call(Method::POST, &format!("{base}/resume"), None)
+        .await;
+    assert_eq!(resumed["waiting"], 1, "{resumed}");
+    drain(&api).await;
+    assert_eq!(rx.count(), 1, "only the resent one went");
 }

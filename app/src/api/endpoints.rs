@@ -48,6 +48,12 @@ pub async fn resume_endpoint(id: String) -> Result<Resumed, AppError> {
     crate::port::answered(services.resume_endpoint(&viewer, &id).await)
 }
 
+#[server(prefix = "/_fn", endpoint = "endpoint_discard_queue")]
+pub async fn discard_queue(id: String, expected: i64) -> Result<i64, AppError> {
+    let (services, viewer) = crate::port::services_for_change()?;
+    crate::port::answered(services.discard_queue(&viewer, &id, expected).await)
+}
+
 #[server(prefix = "/_fn", endpoint = "endpoint_rotate")]
 pub async fn rotate_secret(id: String) -> Result<(), AppError> {
     let (services, viewer) = crate::port::services_for_change()?;

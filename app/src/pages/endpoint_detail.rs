@@ -7,8 +7,8 @@ use leptos_router::hooks::use_params_map;
 
 use crate::{
     api::endpoints::{
-        get_endpoint, DeleteEndpoint, PauseEndpoint, ResumeEndpoint, RevealSecret, RotateSecret,
-        SendTestEvent,
+        get_endpoint, DeleteEndpoint, DiscardQueue, PauseEndpoint, ResumeEndpoint, RevealSecret,
+        RotateSecret, SendTestEvent,
     },
     components::layout::{allowed, ErrorNotice, Layout},
     format,
@@ -24,12 +24,14 @@ pub fn EndpointDetailPage() -> impl IntoView {
     let resume = ServerAction::<ResumeEndpoint>::new();
     let rotate = ServerAction::<RotateSecret>::new();
     let test_event = ServerAction::<SendTestEvent>::new();
+    let discard = ServerAction::<DiscardQueue>::new();
     let changed = move || {
         (
             pause.version().get(),
             resume.version().get(),
             rotate.version().get(),
             test_event.version().get(),
+            discard.version().get(),
         )
     };
     let detail = Resource::new(move || (id(), changed()), |(id, _)| get_endpoint(id));
@@ -38,6 +40,7 @@ pub fn EndpointDetailPage() -> impl IntoView {
         resume,
         rotate,
         test_event,
+        discard,
     };
     view! {
         <Title text="Endpoint" />
@@ -63,13 +66,19 @@ struct Actions {
     resume: ServerAction<ResumeEndpoint>,
     rotate: ServerAction<RotateSecret>,
     test_event: ServerAction<SendTestEvent>,
+    discard: ServerAction<DiscardQueue>,
 }
 
 #[component]
 fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
     let s = &d.summary;
-    let (id_toggle, id_test, id_secret, id_delete) =
-        (s.id.clone(), s.id.clone(), s.id.clone(), s.id.clone());
+    let (id_toggle, id_test, id_secret, id_delete, id_discard) = (
+        s.id.clone(),
+        s.id.clone(),
+        s.id.clone(),
+        s.id.clone(),
+        s.id.clone(),
+    );
     let rate = |part, whole| match percent(part, whole) {
         Some(p) => format!("{p}%"),
         None => "—".to_string(),
@@ -94,6 +103,20 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
         d.max_in_flight.to_string()
     };
     let paused = s.condition.is_paused();
+    let discarded = move || match actions.discard.value().get() {
+        Some(Ok(n)) => Some(
+            view! {
+                <p class="notice ok small" data-testid="discarded">
+                    {format!("Discarded {} queued deliveries.", format::count(n))}
+                </p>
+            }
+            .into_any(),
+        ),
+        Some(Err(e)) => {
+            Some(view! { <p class="notice error small">{e.to_string()}</p> }.into_any())
+        }
+        _ => None,
+    };
     let resumed = move || match actions.resume.value().get() {
         Some(Ok(r)) => {
             Some(view! { <p class="notice ok small" data-testid="resumed">{r.words()}</p> })
@@ -196,6 +219,35 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                 </div>
                 {sent}
                 {resumed}
+                {discarded}
+                {(paused && d.pending > 0).then(|| allowed(|m| m.can_change).then(|| {
+                    let label = format!(
+                        "Discard {} queued deliveries",
+                        format::count(d.pending)
+                    );
+                    let question = format!(
+                        "Discard {} queued deliveries? They expire and are not sent; each can still be resent or replayed.",
+                        format::count(d.pending)
+                    );
+                    view! {
+                        <ActionForm action=actions.discard>
+                            <input type="hidden" name="id" value=id_discard.clone() />
+                            <input type="hidden" name="expected" value=d.pending.to_string() />
+                            <button
+                                type="submit"
+                                class="button danger small"
+                                data-testid="discard-queue"
+                                on:click=move |ev| {
+                                    if !crate::components::confirm(&question) {
+                                        ev.prevent_default();
+                                    }
+                                }
+                            >
+                                {label}
+                            </button>
+                        </ActionForm>
+                    }
+                }))}
                 <p class="muted small">
                     "Paused endpoints keep queueing; Resume sends what waited. A delivery whose retry window passes while paused expires."
                 </p>
