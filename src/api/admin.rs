@@ -66,7 +66,8 @@ impl FromRequestParts<AppState> for Admin {
 
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct CriteriaIn {
-    /// `failed`, `expired` or both.
+    /// Any of `failed`, `expired` and `pending` (waiting deliveries get a
+    /// fresh retry window: a paused backlog that would otherwise expire).
     states: Vec<String>,
     /// Deliveries created at or after this RFC 3339 time.
     since: Option<String>,
@@ -149,9 +150,10 @@ fn criteria(c: CriteriaIn) -> ApiResult<ReplayCriteria> {
         match s.as_str() {
             "failed" => out.failed = true,
             "expired" => out.expired = true,
+            "pending" => out.pending = true,
             other => {
                 return Err(bad(format!(
-                    "only failed and expired deliveries can be replayed, not {other:?}"
+                    "only failed, expired and pending deliveries can be replayed, not {other:?}"
                 )))
             }
         }

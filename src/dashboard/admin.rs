@@ -74,6 +74,7 @@ fn criteria(form: &ReplayForm) -> Result<(ReplayCriteria, Duration), AppError> {
     let c = ReplayCriteria {
         failed: form.failed.is_some(),
         expired: form.expired.is_some(),
+        pending: form.pending.is_some(),
         since: day(&form.since, "the start day", false)?,
         until: day(&form.until, "the end day", true)?,
         account_id: text(&form.account_id),

@@ -21,8 +21,8 @@ const INVALID: &str = "invalid_criteria";
 /// Checks the criteria and the window; says what is wrong in words.
 pub fn check(c: &ReplayCriteria, window: Duration) -> Result<()> {
     let refuse = |m: &str| Err(Error::invalid(INVALID, m));
-    if !c.failed && !c.expired {
-        return refuse("choose at least one state to replay: failed, expired or both");
+    if !c.failed && !c.expired && !c.pending {
+        return refuse("choose at least one state to replay: failed, expired or pending");
     }
     if let (Some(since), Some(until)) = (c.since, c.until) {
         if since >= until {

@@ -1,15 +1,16 @@
-//! Resend one delivery (SPEC §5): only finished deliveries, within the
-//! per-endpoint budget, audited.
+//! Resend one delivery (SPEC §5): finished deliveries, and the waiting
+//! ones of a paused endpoint (a fresh retry window, so a paused backlog
+//! keeps its promise), within the per-endpoint budget, audited.
 
 use std::time::Duration;
 
 use crate::{
     context::Ctx,
     error::{Error, OrNotFound, Result},
-    store::{Delivery, StoreError},
+    store::{Delivery, DeliveryState, EndpointState, StoreError},
 };
 
-const NOT_FINISHED: &str = "the delivery is already pending or in flight";
+const NOT_FINISHED: &str = "the delivery is already pending or in flight (a waiting delivery can be resent while its endpoint is paused)";
 
 /// Resends `delivery_id` of `account_id` on behalf of `actor` (for the
 /// audit log: "api_key:<id>" or "user:<id>").
@@ -26,7 +27,13 @@ pub async fn resend(
         .await
         .or_not_found("delivery")?;
     // Refusing an unfinished delivery must not spend the budget.
-    if !delivery.state.is_terminal() {
+    let waiting_while_paused = delivery.state == DeliveryState::Pending
+        && ctx
+            .store
+            .endpoint(account_id, &delivery.endpoint_id)
+            .await
+            .is_ok_and(|e| e.state == EndpointState::Paused);
+    if !delivery.state.is_terminal() && !waiting_while_paused {
         return Err(Error::Conflict(NOT_FINISHED.into()));
     }
     let limit = ctx.config.resends_per_minute;

@@ -10,11 +10,16 @@ use sqlx::FromRow;
 use super::{Delivery, Pool, Replay, Result, Store, StoreError};
 use crate::{clock::Timestamp, ids};
 
-/// Which dead letters to replay. Times are the deliveries' `created_at`.
+/// Which deliveries to replay: dead letters, and waiting ones (a fresh
+/// retry window, for a paused backlog). Times are the deliveries'
+/// `created_at`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ReplayCriteria {
     pub failed: bool,
     pub expired: bool,
+    /// Stored criteria from before this existed read as `false`.
+    #[serde(default)]
+    pub pending: bool,
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub account_id: Option<String>,
@@ -49,12 +54,13 @@ const MATCHES: &str = "FROM deliveries d \
      JOIN events ev ON ev.account_id = d.account_id AND ev.id = d.event_id \
      JOIN endpoints en ON en.id = d.endpoint_id \
      JOIN accounts a ON a.id = d.account_id \
-     WHERE ((d.state = 'failed' AND $1) OR (d.state = 'expired' AND $2)) \
+     WHERE ((d.state = 'failed' AND $1) OR (d.state = 'expired' AND $2) \
+            OR (d.state = 'pending' AND $8)) \
        AND ($3 IS NULL OR d.created_at >= $3) AND ($4 IS NULL OR d.created_at < $4) \
        AND ($5 IS NULL OR d.account_id = $5) AND ($6 IS NULL OR d.endpoint_id = $6) \
        AND ($7 IS NULL OR ev.event_type = $7)";
 
-/// Binds `MATCHES`'s seven parameters, in their order, from the criteria.
+/// Binds `MATCHES`'s eight parameters, in their order, from the criteria.
 macro_rules! with_criteria {
     ($query:expr, $c:expr) => {
         $query
@@ -65,6 +71,7 @@ macro_rules! with_criteria {
             .bind(&$c.account_id)
             .bind(&$c.endpoint_id)
             .bind(&$c.event_type)
+            .bind($c.pending)
     };
 }
 
@@ -129,14 +136,14 @@ impl Store {
         let select = format!(
             // A delivery this replay already reset may fail again meanwhile: skip it.
             "SELECT d.id, d.endpoint_id, en.rate_limit_per_sec {MATCHES} \
-             AND (d.replay_id IS NULL OR d.replay_id <> $9) ORDER BY d.id LIMIT $8"
+             AND (d.replay_id IS NULL OR d.replay_id <> $10) ORDER BY d.id LIMIT $9"
         );
         let reset = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
                      give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $3, \
                      replay_id = $4, replay_prev_state = state, replay_from_seq = attempt_seq, \
                      replay_prev_attempts = attempts, replay_prev_give_up_at = give_up_at, \
                      replay_prev_finished_at = finished_at, replay_prev_error = last_error \
-                     WHERE id = $5 AND state IN ('failed', 'expired') RETURNING account_id";
+                     WHERE id = $5 AND state IN ('failed', 'expired', 'pending') RETURNING account_id";
         let give_up = now.plus(retry_window).millis();
         let mut done: i64 = 0;
         let mut per_endpoint: HashMap<String, i64> = HashMap::new();
@@ -231,7 +238,9 @@ impl Store {
         // (a fresh finished_at would count as a new expiry in the alerts).
         let revert = "UPDATE deliveries SET state = replay_prev_state, \
                         attempts = replay_prev_attempts, give_up_at = replay_prev_give_up_at, \
-                        finished_at = COALESCE(replay_prev_finished_at, $1), last_error = replay_prev_error, \
+                        finished_at = CASE WHEN replay_prev_state = 'pending' THEN NULL \
+                          ELSE COALESCE(replay_prev_finished_at, $1) END, \
+                        last_error = replay_prev_error, \
                         updated_at = $1 \
                       WHERE replay_id = $2 AND state = 'pending' AND attempt_seq = replay_from_seq";
         let mark = "UPDATE replays SET status = 'cancelled' WHERE id = $1 AND kind = 'bulk'";
@@ -259,6 +268,7 @@ impl Store {
 
     /// Resend (SPEC §5): from delivered, failed or expired back to pending,
     /// due now, with a fresh deadline and backoff counter; history is kept.
+    /// A pending delivery of a paused endpoint gets the same fresh start.
     /// The audit row by `actor` is written in the same transaction.
     pub async fn resend_delivery(
         &self,
@@ -271,7 +281,9 @@ impl Store {
         let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $1, \
                    give_up_at = $2, last_error = NULL, finished_at = NULL, updated_at = $1 \
                    WHERE account_id = $3 AND id = $4 \
-                   AND state IN ('delivered', 'failed', 'expired') RETURNING *";
+                   AND (state IN ('delivered', 'failed', 'expired') OR (state = 'pending' \
+                     AND endpoint_id IN (SELECT id FROM endpoints WHERE state = 'paused'))) \
+                   RETURNING *";
         let audit =
             "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at) \
                      VALUES ($1, $2, $3, 'single', $4, 1, $5)";

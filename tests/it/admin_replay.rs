@@ -24,6 +24,7 @@ on_both_backends!(
     confirm_spreads_the_redeliveries_and_respects_rate_limits,
     progress_and_cancel_put_the_rest_back,
     members_get_403_and_anonymous_401_on_every_admin_route,
+    a_paused_backlog_is_replayed_into_a_fresh_window_and_cancel_restores_it,
 );
 
 async fn admin_key(app: &TestApp, account_id: &str) -> String {
@@ -156,7 +157,7 @@ async fn preview_counts_per_endpoint_and_changes_nothing(store: Store) {
         ),
         (
             json!({ "criteria": { "states": ["delivered"] }, "dry_run": true }),
-            "only failed and expired",
+            "only failed, expired and pending",
         ),
         (
             json!({ "criteria": { "states": ["failed"], "since": "yesterday" }, "dry_run": true }),
@@ -496,4 +497,84 @@ async fn members_get_403_and_anonymous_401_on_every_admin_route(store: Store) {
             "anonymous: {method} {path}"
         );
     }
+}
+
+async fn a_paused_backlog_is_replayed_into_a_fresh_window_and_cancel_restores_it(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let key = admin_key(&app, &ana.seeded.account.id).await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let ep_id = ep["id"].as_str().unwrap().to_string();
+    ana.api(&app, &format!("/api/v1/endpoints/{ep_id}/pause"), json!({}))
+        .await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let ev = ana
+            .api(
+                &app,
+                "/api/v1/events",
+                json!({ "type": "t", "payload": { "n": i } }),
+            )
+            .await;
+        ids.push(ev["deliveries"][0]["id"].as_str().unwrap().to_string());
+    }
+    let before = app.store.delivery(&ids[0]).await.unwrap();
+    app.clock.advance(Duration::from_secs(60 * 3600));
+
+    let criteria = json!({ "states": ["pending"], "endpoint_id": ep_id });
+    let (status, preview) = admin(
+        &app,
+        &key,
+        reqwest::Method::POST,
+        "/api/v1/admin/replays",
+        Some(json!({ "criteria": criteria, "dry_run": true })),
+    )
+    .await;
+    assert_eq!(
+        (status, preview["total"].clone()),
+        (StatusCode::OK, json!(3)),
+        "{preview}"
+    );
+    let (status, replay) = admin(
+        &app,
+        &key,
+        reqwest::Method::POST,
+        "/api/v1/admin/replays",
+        Some(json!({ "criteria": criteria, "window": "1m" })),
+    )
+    .await;
+    assert!(status.is_success(), "{replay}");
+    for id in &ids {
+        let d = app.store.delivery(id).await.unwrap();
+        assert_eq!(d.state(), Some(DeliveryState::Pending));
+        assert_eq!(
+            d.give_up_at - before.give_up_at,
+            60 * 3_600_000,
+            "a fresh window from the replay"
+        );
+    }
+    let id = replay["id"].as_str().unwrap();
+    let (status, cancelled) = admin(
+        &app,
+        &key,
+        reqwest::Method::POST,
+        &format!("/api/v1/admin/replays/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    let back = app.store.delivery(&ids[0]).await.unwrap();
+    assert_eq!(
+        back.state(),
+        Some(DeliveryState::Pending),
+        "back as it was: waiting"
+    );
+    assert_eq!(
+        (back.give_up_at, back.finished_at),
+        (before.give_up_at, None)
+    );
+    assert_eq!(rx.count(), 0, "paused throughout");
 }

@@ -24,6 +24,7 @@ on_both_backends!(
     an_endpoints_retry_policy_decides_what_is_retried_and_when,
     a_paused_endpoints_backlog_expires_at_its_deadline,
     a_paused_queue_is_discarded_after_a_preview,
+    a_paused_endpoints_waiting_delivery_can_be_resent_for_a_fresh_window,
 );
 
 async fn endpoint_view(api: &Api, id: &str) -> Value {
@@ -583,4 +584,34 @@ async fn a_paused_queue_is_discarded_after_a_preview(store: Store) {
     assert_eq!(resumed["waiting"], 1, "{resumed}");
     drain(&api).await;
     assert_eq!(rx.count(), 1, "only the resent one went");
+}
+
+async fn a_paused_endpoints_waiting_delivery_can_be_resent_for_a_fresh_window(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let base = format!("/api/v1/endpoints/{}", ep["id"].as_str().unwrap());
+    let ev = api.send(json!({ "type": "t", "payload": {} })).await;
+    let dlv = ev["deliveries"][0]["id"].as_str().unwrap().to_string();
+    let resend = format!("/api/v1/deliveries/{dlv}/resend");
+    let (s, out) = api.call(Method::POST, &resend, None).await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "an active endpoint's waiting delivery is on its way: {out}"
+    );
+
+    api.call(Method::POST, &format!("{base}/pause"), None).await;
+    let before = api.delivery(&ev).await;
+    api.advance(Duration::from_secs(48 * 3600));
+    let (s, out) = api.call(Method::POST, &resend, None).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{out}");
+    let after = api.delivery(&ev).await;
+    assert_eq!(after.state(), Some(DeliveryState::Pending));
+    assert_eq!(
+        after.give_up_at - before.give_up_at,
+        48 * 3_600_000,
+        "a fresh window from the resend"
+    );
+    assert_eq!(rx.count(), 0, "still paused: nothing sent");
 }

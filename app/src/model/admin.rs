@@ -30,6 +30,9 @@ pub struct ReplayForm {
     pub failed: Option<String>,
     #[serde(default)]
     pub expired: Option<String>,
+    /// Waiting deliveries, for a fresh retry window.
+    #[serde(default)]
+    pub pending: Option<String>,
     /// `YYYY-MM-DD`, from the start of that day (UTC).
     #[serde(default)]
     pub since: String,
@@ -49,7 +52,7 @@ pub struct ReplayForm {
 
 impl ReplayForm {
     pub fn is_empty(&self) -> bool {
-        self.failed.is_none() && self.expired.is_none()
+        self.failed.is_none() && self.expired.is_none() && self.pending.is_none()
     }
 }
 

@@ -23,6 +23,7 @@ pub fn ReplayPage() -> impl IntoView {
         ReplayForm {
             failed: q.get("failed"),
             expired: q.get("expired"),
+            pending: q.get("pending"),
             since: text("since"),
             until: text("until"),
             account_id: text("account_id"),
@@ -94,6 +95,7 @@ fn CriteriaForm(form: ReplayForm) -> impl IntoView {
                 <legend>"States"</legend>
                 <label class="check"><input type="checkbox" name="failed" checked=form.failed.is_some() />" failed"</label>
                 <label class="check"><input type="checkbox" name="expired" checked=form.expired.is_some() />" expired"</label>
+                <label class="check"><input type="checkbox" name="pending" checked=form.pending.is_some() />" waiting (a fresh retry window)"</label>
             </fieldset>
             <label>"Created from (UTC day)"<input type="date" name="since" value=form.since /></label>
             <label>"Created until (UTC day)"<input type="date" name="until" value=form.until /></label>
@@ -117,6 +119,7 @@ fn ConfirmForm(form: ReplayForm, start: ServerAction<ReplayStart>) -> impl IntoV
         <ActionForm action=start>
             {form.failed.map(|v| hidden("failed", v))}
             {form.expired.map(|v| hidden("expired", v))}
+            {form.pending.map(|v| hidden("pending", v))}
             {hidden("since", form.since)}
             {hidden("until", form.until)}
             {hidden("account_id", form.account_id)}
