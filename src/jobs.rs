@@ -34,6 +34,8 @@ pub struct Jobs {
     /// someone waits for).
     pub mail: Option<(mailer::Mailer, Duration, Arc<Notify>)>,
     pub alerts_every: Duration,
+    /// Where users reach this installation: the links in alerts.
+    pub public_url: String,
     pub vacuum: crate::store::VacuumPolicy,
 }
 
@@ -48,6 +50,7 @@ pub fn spawn(
         store.clone(),
         clock.clone(),
         jobs.alerts_every,
+        jobs.public_url.clone(),
         shutdown.clone(),
     )];
     running.extend(retention::spawn(

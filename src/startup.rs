@@ -148,6 +148,7 @@ impl Application {
                     .zip(every_mail)
                     .map(|(mailer, every)| (mailer, every, Arc::clone(&ctx.mail))),
                 alerts_every: Duration::from_secs(60),
+                public_url: ctx.public_url(""),
                 vacuum: VacuumPolicy::default(),
             };
             jobs::spawn(&ctx.store, &ctx.clock, jobs, &stop)

@@ -91,7 +91,7 @@ mod users;
 
 pub use accounts::Deleted;
 pub use admin::{AccountOverview, GlobalRates, QueueGauges};
-pub use alerts::{ExpiredSince, ExpiringSoon};
+pub use alerts::{ExpiredSince, ExpiringSoon, FailingDetails};
 pub use claim_rules::ClaimRules;
 pub use completion::{AttemptRecord, Completion, Transition};
 pub use endpoints::{EndpointFailure, EndpointPatch, NewEndpoint};

@@ -1,5 +1,6 @@
-//! Alert tiers (SPEC §6), per endpoint and never per event: failing for an
-//! hour, again at a day, before the oldest waiting delivery expires, and a
+//! Alert tiers (SPEC §6, §11), per endpoint and never per event: failing
+//! for an hour, again at a day (only while an active endpoint is failing
+//! now), before the oldest waiting delivery expires, and a
 //! summary of what expired once a wave of expirations is over. Each fires
 //! once: a conditional update decides which node writes it.
 
@@ -20,17 +21,25 @@ const EXPIRY_WARNING_MS: i64 = HOUR_MS;
 /// Summarise expirations once none has happened for this long.
 const QUIET_MS: i64 = 10 * 60_000;
 
-/// One pass; returns how many notifications it wrote.
-pub async fn evaluate(store: &Store, now: Timestamp) -> Result<usize, StoreError> {
+/// "Failing now" means an attempt failed this recently: longer than the
+/// longest backoff (an hour), so a slow retry schedule still counts.
+const RECENT_MS: i64 = 2 * HOUR_MS;
+
+/// One pass; returns how many notifications it wrote. Links in the alerts
+/// start with `base`, this installation's public URL.
+pub async fn evaluate(store: &Store, now: Timestamp, base: &str) -> Result<usize, StoreError> {
     let mut written = 0;
+    let recent = Timestamp(now.millis() - RECENT_MS);
     // The day tier first, so an endpoint found late gets one alert, not two.
     for (tier, hours) in [(2, 24), (1, 1)] {
         for e in store
-            .failing_below_tier(tier, Timestamp(now.millis() - hours * HOUR_MS))
+            .failing_below_tier(tier, Timestamp(now.millis() - hours * HOUR_MS), recent)
             .await?
         {
             if store.raise_alert_level(&e.id, tier).await? {
-                let alert = texts::failing(&e.url, hours, e.failing_since);
+                let details = store.failing_details(&e.id, 5).await?;
+                let links = texts::EndpointLinks::new(base, &e.id);
+                let alert = texts::failing(&e.url, hours, e.failing_since, &details, &links, now);
                 alert.write(store, &e.account_id, Some(&e.id), now).await?;
                 written += 1;
             }
@@ -87,12 +96,13 @@ pub fn spawn(
     store: Store,
     clock: SharedClock,
     every: Duration,
+    base: String,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     super::every(every, shutdown, move || {
-        let (store, clock) = (store.clone(), clock.clone());
+        let (store, clock, base) = (store.clone(), clock.clone(), base.clone());
         async move {
-            if let Err(e) = evaluate(&store, clock.now()).await {
+            if let Err(e) = evaluate(&store, clock.now(), &base).await {
                 tracing::error!(error = %e, "alert evaluation failed; will try again");
             }
         }

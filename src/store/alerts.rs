@@ -22,17 +22,88 @@ pub struct ExpiredSince {
     pub last_at: i64,
 }
 
+/// A failed attempt's status and error.
+type LastFailure = (Option<i64>, Option<String>);
+
+/// What a failing alert says beside the endpoint's URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailingDetails {
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub oldest_give_up_at: Option<i64>,
+    /// Newest first.
+    pub last_events: Vec<String>,
+}
+
 impl Store {
     /// Endpoints failing for at least `older_than` whose tier is below `tier`.
-    pub async fn failing_below_tier(&self, tier: i64, since: Timestamp) -> Result<Vec<Endpoint>> {
-        let sql = "SELECT * FROM endpoints WHERE failing_since IS NOT NULL \
-                   AND failing_since <= $1 AND alert_level < $2 AND state <> 'disabled'";
+    /// Active endpoints failing since `since` or earlier, below `tier`,
+    /// that are failing now: an attempt failed at `recent` or later (one
+    /// old 400 on a quiet endpoint is no failing endpoint). A paused one
+    /// is told it is paused, not that we keep retrying.
+    pub async fn failing_below_tier(
+        &self,
+        tier: i64,
+        since: Timestamp,
+        recent: Timestamp,
+    ) -> Result<Vec<Endpoint>> {
+        let sql = "SELECT * FROM endpoints e WHERE e.failing_since IS NOT NULL \
+                   AND e.failing_since <= $1 AND e.alert_level < $2 AND e.state = 'active' \
+                   AND EXISTS (SELECT 1 FROM attempts a WHERE a.endpoint_id = e.id \
+                     AND a.started_at >= $3 AND a.classification <> 'delivered')";
         let eps = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
             .bind(since.millis())
             .bind(tier)
+            .bind(recent.millis())
             .fetch_all(p)
             .await)?;
         self.opened_all(eps)
+    }
+
+    /// What a failing alert says of the endpoint: its last failed answer,
+    /// when its oldest waiting delivery gives up, and the latest events
+    /// that failed (up to `n`, newest first, each once).
+    pub async fn failing_details(&self, endpoint_id: &str, n: usize) -> Result<FailingDetails> {
+        let last = "SELECT response_status, error FROM attempts \
+                    WHERE endpoint_id = $1 AND classification <> 'delivered' \
+                    ORDER BY started_at DESC LIMIT 1";
+        let oldest = "SELECT min(give_up_at) FROM deliveries \
+                      WHERE endpoint_id = $1 AND state IN ('pending', 'in_flight')";
+        let events = "SELECT d.event_id FROM attempts a JOIN deliveries d ON d.id = a.delivery_id \
+                      WHERE a.endpoint_id = $1 AND a.classification <> 'delivered' \
+                      ORDER BY a.started_at DESC LIMIT $2";
+        let limit = i64::try_from(n * 4).unwrap_or(i64::MAX);
+        let (last, oldest, recent): (Option<LastFailure>, Option<i64>, Vec<String>) =
+            on_pool!(self, |p| async {
+                let last = sqlx::query_as(last)
+                    .bind(endpoint_id)
+                    .fetch_optional(p)
+                    .await?;
+                let oldest = sqlx::query_scalar(oldest)
+                    .bind(endpoint_id)
+                    .fetch_one(p)
+                    .await?;
+                let recent = sqlx::query_scalar(events)
+                    .bind(endpoint_id)
+                    .bind(limit)
+                    .fetch_all(p)
+                    .await?;
+                Ok::<_, sqlx::Error>((last, oldest, recent))
+            }
+            .await)?;
+        let mut last_events: Vec<String> = Vec::new();
+        for id in recent {
+            if last_events.len() < n && !last_events.contains(&id) {
+                last_events.push(id);
+            }
+        }
+        let (last_status, last_error) = last.unwrap_or((None, None));
+        Ok(FailingDetails {
+            last_status,
+            last_error,
+            oldest_give_up_at: oldest,
+            last_events,
+        })
     }
 
     /// Raises the tier; `true` for the one caller that did (it alerts).

@@ -20,7 +20,11 @@ on_both_backends!(
     alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery,
     the_outbox_is_emailed_and_retried_when_smtp_refuses,
     the_expiry_warning_is_once_per_failing_spell,
+    no_failing_alert_for_a_quiet_or_a_paused_endpoint,
 );
+
+/// The public URL the alerts' links start with.
+const BASE: &str = "https://hooks.example.com";
 
 async fn the_expiry_warning_is_once_per_failing_spell(store: Store) {
     let api = Api::new(store).await;
@@ -74,7 +78,7 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     let store = api.app.store.clone();
     let now = |api: &Api| api.app.clock.now();
 
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 0);
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 0);
     run_for(
         &api,
         Duration::from_secs(59 * MIN),
@@ -82,7 +86,7 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     )
     .await;
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         0,
         "not yet an hour"
     );
@@ -93,12 +97,26 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     )
     .await;
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         1,
         "failing for an hour"
     );
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 0, "once");
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 0, "once");
     assert_eq!(kinds(&api, &account).await, ["failing"]);
+    let body = store.notifications(&account).await.unwrap()[0].body.clone();
+    let ep_id = ep["id"].as_str().unwrap();
+    for part in [
+        "the last answer was HTTP 500",
+        "gives up in about 70 hours",
+        "The latest events that failed: evt_doomed.",
+        &format!("The endpoint: {BASE}/endpoints/{ep_id}"),
+        &format!("Its failed events: {BASE}/events?state=failed&endpoint={ep_id}"),
+    ] {
+        assert!(
+            body.contains(part),
+            "{part:?} in the failing alert:\n{body}"
+        );
+    }
 
     run_for(
         &api,
@@ -107,11 +125,11 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     )
     .await;
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         1,
         "again at a day"
     );
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 0);
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 0);
     let notes = store.notifications(&account).await.unwrap();
     assert!(notes
         .iter()
@@ -125,7 +143,7 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     )
     .await;
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         0,
         "more than an hour left"
     );
@@ -136,11 +154,11 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     )
     .await;
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         1,
         "about to expire"
     );
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 0);
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 0);
     assert_eq!(
         kinds(&api, &account).await,
         ["failing", "failing", "expiry_warning"]
@@ -155,17 +173,17 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
     let d = api.delivery(&sent).await;
     assert_eq!(d.state.as_str(), "expired");
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         0,
         "the summary waits for the wave to end"
     );
     api.advance(Duration::from_secs(11 * MIN));
     assert_eq!(
-        evaluate(&store, now(&api)).await.unwrap(),
+        evaluate(&store, now(&api), BASE).await.unwrap(),
         1,
         "a summary of what expired"
     );
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 0);
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 0);
     let summary = store
         .notifications(&account)
         .await
@@ -205,7 +223,7 @@ async fn alert_tiers_fire_once_each_at_their_time_and_reset_on_recovery(store: S
         Duration::from_secs(61 * MIN),
     )
     .await;
-    assert_eq!(evaluate(&store, now(&api)).await.unwrap(), 1);
+    assert_eq!(evaluate(&store, now(&api), BASE).await.unwrap(), 1);
     assert_eq!(kinds(&api, &account).await.len(), before + 1);
 }
 
@@ -284,4 +302,43 @@ async fn the_outbox_is_emailed_and_retried_when_smtp_refuses(store: Store) {
         .await
         .unwrap();
     assert_eq!(done.sent, 0, "sent once");
+}
+
+async fn no_failing_alert_for_a_quiet_or_a_paused_endpoint(store: Store) {
+    let api = Api::new(store).await;
+    let store = api.app.store.clone();
+    // One old 400, then nothing: the endpoint is quiet, not failing.
+    let quiet = Receiver::start().await;
+    quiet.script(&[400]);
+    api.endpoint_with(&quiet, json!({ "event_types": ["once"] }))
+        .await;
+    // Failing all along, but the customer paused it.
+    let held = Receiver::start().await;
+    held.script(&[500; 50]);
+    let paused = api
+        .endpoint_with(&held, json!({ "event_types": ["held"] }))
+        .await;
+    let once = api.send(json!({ "type": "once", "payload": {} })).await;
+    api.send(json!({ "type": "held", "payload": {} })).await;
+    api.tick().await;
+    let account = api.delivery(&once).await.account_id;
+    let (s, _) = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/v1/endpoints/{}/pause", paused["id"].as_str().unwrap()),
+            None,
+        )
+        .await;
+    assert!(s.is_success());
+    api.advance(Duration::from_secs(3 * 3600));
+    while api.tick().await > 0 {}
+    assert_eq!(
+        evaluate(&store, api.app.clock.now(), BASE).await.unwrap(),
+        0,
+        "neither is failing now"
+    );
+    assert!(
+        !kinds(&api, &account).await.contains(&"failing".to_string()),
+        "no \"we keep retrying\" for either"
+    );
 }

@@ -5,7 +5,7 @@
 
 use crate::{
     clock::Timestamp,
-    store::{Store, StoreError},
+    store::{FailingDetails, Store, StoreError},
 };
 
 /// One alert: its kind (for filtering) and the email it becomes.
@@ -61,16 +61,73 @@ impl Alert {
 }
 
 /// No success for an hour, or a day, since `failing_since`.
-pub fn failing(url: &str, hours: i64, failing_since: Option<i64>) -> Alert {
+/// The endpoint at `links` (its page, its failed events) has failed for
+/// `hours` and still does, as `details` say (chapter 003's email: what
+/// fails, since when, what the receiver answered, what is at stake, where
+/// to look).
+pub fn failing(
+    url: &str,
+    hours: i64,
+    failing_since: Option<i64>,
+    details: &FailingDetails,
+    links: &EndpointLinks,
+    now: Timestamp,
+) -> Alert {
     let span = if hours >= 24 { "a day" } else { "an hour" };
+    let answer = match (details.last_status, details.last_error.as_deref()) {
+        (Some(status), Some(error)) => format!("HTTP {status} ({error})"),
+        (Some(status), None) => format!("HTTP {status}"),
+        (None, Some(error)) => format!("no HTTP answer ({error})"),
+        (None, None) => "no HTTP answer".to_string(),
+    };
+    let at_stake = match details.oldest_give_up_at {
+        Some(at) => {
+            let hours_left = (at - now.millis()).max(0) / 3_600_000;
+            format!(
+                "The oldest waiting delivery gives up in about {hours_left} hours ({}) unless the receiver recovers.",
+                Timestamp(at).to_rfc3339()
+            )
+        }
+        None => {
+            "No delivery is waiting right now; new events will be retried the same way.".to_string()
+        }
+    };
+    let events = if details.last_events.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " The latest events that failed: {}.",
+            details.last_events.join(", ")
+        )
+    };
     Alert {
         kind: "failing",
         subject: format!("{url} has been failing for {span}"),
         body: format!(
-            "Deliveries to {url} have not succeeded since {}. We keep retrying with backoff until each \
-             delivery's retry window ends; the endpoint's page shows the last errors.",
-            failing_since.map(|t| Timestamp(t).to_rfc3339()).unwrap_or_default()
+            "Deliveries to {url} have not succeeded since {}, and are still failing: the last answer was {answer}. \
+             We keep retrying with backoff until each delivery's retry window ends. {at_stake}{events}\n\n\
+             The endpoint: {}\nIts failed events: {}",
+            failing_since.map(|t| Timestamp(t).to_rfc3339()).unwrap_or_default(),
+            links.endpoint,
+            links.failed_events,
         ),
+    }
+}
+
+/// Where an alert about one endpoint points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointLinks {
+    pub endpoint: String,
+    pub failed_events: String,
+}
+
+impl EndpointLinks {
+    /// Under `base`, this installation's public URL.
+    pub fn new(base: &str, endpoint_id: &str) -> EndpointLinks {
+        EndpointLinks {
+            endpoint: format!("{base}/endpoints/{endpoint_id}"),
+            failed_events: format!("{base}/events?state=failed&endpoint={endpoint_id}"),
+        }
     }
 }
 
