@@ -33,6 +33,10 @@ pub struct ServeConfig {
     /// Origins that may show portal sessions in a frame.
     pub embed_origins: Vec<String>,
     pub brand: app::model::Brand,
+    /// A bulk replay of more deliveries than this is announced
+    /// `replay_notice` before its first redelivery (chapter 003).
+    pub replay_notice_threshold: i64,
+    pub replay_notice: std::time::Duration,
 }
 
 /// How long a dashboard sign-in lasts.
@@ -81,6 +85,8 @@ impl ServeConfig {
             public_url: None,
             embed_origins: Vec::new(),
             brand: app::model::Brand::default(),
+            replay_notice_threshold: 1000,
+            replay_notice: std::time::Duration::from_secs(600),
         }
     }
 }

@@ -54,6 +54,17 @@ pub(super) struct ServeArgs {
         default_value = "Dakghar <dakghar@localhost>"
     )]
     smtp_from: String,
+    /// Send a copy (Bcc) of every alert to this address, for the
+    /// platform's support team.
+    #[arg(long, env = "DAKGHAR_SUPPORT_EMAIL")]
+    support_email: Option<String>,
+    /// Announce a bulk replay of more deliveries than this before its
+    /// first redelivery (chapter 003: notify before replaying).
+    #[arg(long, env = "DAKGHAR_REPLAY_NOTICE_THRESHOLD", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(0..))]
+    replay_notice_threshold: i64,
+    /// How long before such a replay's first redelivery the accounts are told.
+    #[arg(long, env = "DAKGHAR_REPLAY_NOTICE", default_value = "10m", value_parser = humantime::parse_duration)]
+    replay_notice: Duration,
     /// The key that seals endpoint signing secrets in the database: 32 bytes
     /// in base64 (`openssl rand -base64 32`). Every node needs the same one.
     #[arg(long, env = "DAKGHAR_SECRETS_KEY", hide_env_values = true)]
@@ -267,12 +278,15 @@ pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
             smtp_url,
             from: args.smtp_from,
             every: Duration::from_secs(10),
+            support: args.support_email,
         }),
         sessions: SessionSettings {
             idle: args.session_idle_timeout,
             max_age: args.session_max_age,
         },
         public_url: args.public_url,
+        replay_notice_threshold: args.replay_notice_threshold,
+        replay_notice: args.replay_notice,
         embed_origins: args.embed_origins,
         brand: Brand {
             name: args.brand_name,

@@ -22,11 +22,15 @@ pub struct MailSettings {
     pub smtp_url: String,
     pub from: String,
     pub every: Duration,
+    /// Gets a copy (Bcc) of every alert to an account: the platform's
+    /// support team sees what its customers are told.
+    pub support: Option<String>,
 }
 
 pub struct Mailer {
     transport: AsyncSmtpTransport<Tokio1Executor>,
     from: Mailbox,
+    support: Option<Mailbox>,
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +50,19 @@ impl Mailer {
             .from
             .parse()
             .map_err(|e| format!("invalid --smtp-from {:?}: {e}", settings.from))?;
-        Ok(Mailer { transport, from })
+        let support = settings
+            .support
+            .as_deref()
+            .map(|s| {
+                s.parse()
+                    .map_err(|e| format!("invalid --support-email {s:?}: {e}"))
+            })
+            .transpose()?;
+        Ok(Mailer {
+            transport,
+            from,
+            support,
+        })
     }
 
     /// Sends what is due; each notification to every user of its account.
@@ -104,6 +120,11 @@ impl Mailer {
         }
         if recipients == 0 {
             return Err("no user of the account has a usable email address".into());
+        }
+        // Alerts only: a personal email (an invitation, a reset link) is
+        // for its one reader.
+        if let (Some(support), None) = (&self.support, &n.recipient) {
+            message = message.bcc(support.clone());
         }
         let message = message.body(n.body.clone()).map_err(|e| e.to_string())?;
         self.transport

@@ -51,9 +51,23 @@ pub async fn start(
     check(criteria, window)?;
     let now = ctx.clock.now();
     let retry_window = ctx.engine.settings().retry_window;
+    // A large replay is announced before it starts (chapter 003), so the
+    // receivers' owners can get ready for the spike.
+    let total: i64 = ctx
+        .store
+        .replay_preview(criteria)
+        .await?
+        .iter()
+        .map(|g| g.count)
+        .sum();
+    let starts_at = if total > ctx.config.replay_notice_threshold {
+        now.plus(ctx.config.replay_notice)
+    } else {
+        now
+    };
     let (replay, per_account) = match ctx
         .store
-        .start_replay(criteria, actor, window, retry_window, now)
+        .start_replay(criteria, actor, window, retry_window, now, starts_at)
         .await
     {
         Ok(started) => started,
@@ -64,7 +78,7 @@ pub async fn start(
     };
     let spread = humantime::format_duration(window).to_string();
     for (account_id, n) in per_account {
-        texts::redelivering(n, &spread)
+        texts::redelivering(n, &spread, (starts_at > now).then_some(starts_at))
             .write(&ctx.store, &account_id, None, now)
             .await?;
     }

@@ -99,8 +99,8 @@ impl Store {
     }
 
     /// Resets every matching delivery like a resend, spreading their next
-    /// attempts evenly over `window` and, per endpoint, no faster than its
-    /// rate limit. Writes the audit row first (status `running`) and
+    /// attempts evenly over `window` from `starts_at` and, per endpoint, no
+    /// faster than its rate limit. Writes the audit row first (status `running`) and
     /// returns it with the final count. Accounts affected are returned with
     /// how many of theirs were replayed, for the notification.
     pub async fn start_replay(
@@ -110,6 +110,7 @@ impl Store {
         window: std::time::Duration,
         retry_window: std::time::Duration,
         now: Timestamp,
+        starts_at: Timestamp,
     ) -> Result<(Replay, HashMap<String, i64>)> {
         if let Some(account) = &c.account_id {
             self.account(account).await?;
@@ -144,7 +145,7 @@ impl Store {
                      replay_prev_attempts = attempts, replay_prev_give_up_at = give_up_at, \
                      replay_prev_finished_at = finished_at, replay_prev_error = last_error \
                      WHERE id = $5 AND state IN ('failed', 'expired', 'pending') RETURNING account_id";
-        let give_up = now.plus(retry_window).millis();
+        let give_up = starts_at.plus(retry_window).millis();
         let mut done: i64 = 0;
         let mut per_endpoint: HashMap<String, i64> = HashMap::new();
         let mut per_account: HashMap<String, i64> = HashMap::new();
@@ -171,7 +172,7 @@ impl Store {
                         .filter(|r| *r > 0)
                         .map_or(0, |r| nth.saturating_mul(1000) / r);
                     *nth += 1;
-                    (cand.id.clone(), now.millis() + spread.max(paced))
+                    (cand.id.clone(), starts_at.millis() + spread.max(paced))
                 })
                 .collect();
             let accounts = on_pool!(self, |p| {

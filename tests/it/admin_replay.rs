@@ -25,6 +25,7 @@ on_both_backends!(
     progress_and_cancel_put_the_rest_back,
     members_get_403_and_anonymous_401_on_every_admin_route,
     a_paused_backlog_is_replayed_into_a_fresh_window_and_cancel_restores_it,
+    a_large_replay_is_announced_before_its_first_redelivery,
 );
 
 async fn admin_key(app: &TestApp, account_id: &str) -> String {
@@ -577,4 +578,52 @@ async fn a_paused_backlog_is_replayed_into_a_fresh_window_and_cancel_restores_it
         (before.give_up_at, None)
     );
     assert_eq!(rx.count(), 0, "paused throughout");
+}
+
+async fn a_large_replay_is_announced_before_its_first_redelivery(store: Store) {
+    let mut config = ServeConfig::for_tests();
+    config.replay_notice_threshold = 2;
+    config.replay_notice = Duration::from_secs(600);
+    let app = spawn_app_with(store, config).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let key = admin_key(&app, &ana.seeded.account.id).await;
+    let rx = Receiver::start().await;
+    dead_letters(&app, &ana, &rx, 3, json!({})).await;
+    let (status, replay) = admin(
+        &app,
+        &key,
+        reqwest::Method::POST,
+        "/api/v1/admin/replays",
+        Some(json!({ "criteria": { "states": ["failed"] }, "window": "1m" })),
+    )
+    .await;
+    assert!(status.is_success(), "{replay}");
+    let starts = app.clock.now().plus(Duration::from_secs(600));
+    let notes = app
+        .store
+        .notifications(&ana.seeded.account.id)
+        .await
+        .unwrap();
+    let notice = notes
+        .iter()
+        .find(|n| n.kind == "replay")
+        .expect("the accounts are told at once");
+    assert!(
+        notice
+            .subject
+            .contains(&format!("from {}", starts.to_rfc3339())),
+        "{}",
+        notice.subject
+    );
+    // Nothing is redelivered before the announced time.
+    app.clock.advance(Duration::from_secs(599));
+    assert_eq!(
+        app.engine.tick().await.unwrap(),
+        0,
+        "still the notice period"
+    );
+    assert_eq!(rx.count(), 3, "only the three first attempts so far");
+    app.clock.advance(Duration::from_secs(62));
+    tick_until_idle(&app).await;
+    assert_eq!(rx.count(), 6, "redelivered after the notice");
 }

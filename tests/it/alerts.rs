@@ -254,6 +254,7 @@ async fn the_outbox_is_emailed_and_retried_when_smtp_refuses(store: Store) {
         smtp_url: sink.url(),
         from: "Dakghar <alerts@dakghar.test>".into(),
         every: Duration::from_secs(10),
+        support: Some("support@platform.example".into()),
     })
     .unwrap();
 
@@ -289,7 +290,20 @@ async fn the_outbox_is_emailed_and_retried_when_smtp_refuses(store: Store) {
     let mails = sink.mails();
     assert_eq!(mails.len(), 1);
     assert!(mails[0].from.contains("alerts@dakghar.test"));
-    assert_eq!(mails[0].to.len(), 2, "every user of the account");
+    assert_eq!(
+        mails[0].to.len(),
+        3,
+        "every user of the account, and the support copy: {:?}",
+        mails[0].to
+    );
+    assert!(mails[0]
+        .to
+        .iter()
+        .any(|t| t.contains("support@platform.example")));
+    assert!(
+        !mails[0].data.contains("support@platform.example"),
+        "a blind copy: the customer does not see it"
+    );
     assert!(
         mails[0].data.contains("Subject: Endpoint paused"),
         "{}",

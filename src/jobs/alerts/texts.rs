@@ -180,13 +180,27 @@ pub fn endpoint_paused(url: &str, reason: &str) -> Alert {
 }
 
 /// An admin's bulk replay resets `count` of the account's deliveries,
-/// spread over `spread` (in words, such as "5m").
-pub fn redelivering(count: i64, spread: &str) -> Alert {
+/// spread over `spread` (in words, such as "5m"), from `starts_at` when
+/// it is announced ahead (a large replay), else from now.
+pub fn redelivering(count: i64, spread: &str, starts_at: Option<Timestamp>) -> Alert {
+    let (subject, when) = match starts_at {
+        Some(at) => (
+            format!(
+                "We will redeliver {count} events from {}, expect a spike",
+                at.to_rfc3339()
+            ),
+            format!("from {}, ", at.to_rfc3339()),
+        ),
+        None => (
+            format!("We are redelivering {count} events, expect a spike"),
+            String::new(),
+        ),
+    };
     Alert {
         kind: "replay",
-        subject: format!("We are redelivering {count} events, expect a spike"),
+        subject,
         body: format!(
-            "An administrator is redelivering {count} of your failed or expired deliveries, \
+            "An administrator is redelivering {count} of your deliveries {when}\
              spread over {spread} and within each endpoint's rate limit. Expect more traffic \
              than usual at your endpoints meanwhile; each delivery keeps its webhook-id, so \
              receivers that drop duplicates are safe."
