@@ -3,6 +3,9 @@ import { ready, signIn, snapshot } from './helpers';
 import { api, Receiver, uniqueId } from './receiver';
 
 test('add an endpoint, read health that matches the receiver, pause and resume it', async ({ page }, info) => {
+  // The 503 holds the whole endpoint for a backoff and a spread of at
+  // least a second (SPEC §11), on top of the retries' own waits.
+  test.setTimeout(60_000);
   const rx = await Receiver.start([500, 503]);
   const type = uniqueId('health', info.project.name);
 

@@ -19,7 +19,7 @@ use crate::{
     endpoints,
     events::{self, AttemptInfo},
     replay,
-    store::{Delivery, DeliveryState, Endpoint, EventFilter},
+    store::{Delivery, DeliveryState, Endpoint, EndpointState, EventFilter},
 };
 
 const PAGE_SIZE: i64 = 25;
@@ -130,7 +130,11 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail,
                 .rev()
                 .map(|a| attempt_view(a, &url, &event.id, &event.payload))
                 .collect();
+            let endpoint_paused = endpoints
+                .iter()
+                .any(|e| e.id == d.endpoint_id && e.state == EndpointState::Paused);
             DeliveryDetail {
+                endpoint_paused,
                 next_attempt_at: d.next_attempt(),
                 status: status_of(&d),
                 attempts,

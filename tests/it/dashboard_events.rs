@@ -25,6 +25,7 @@ on_both_backends!(
     another_account_gets_not_found_and_changes_nothing,
     cross_site_resends_are_refused,
     events_with_awkward_ids_link_to_their_own_page,
+    a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page,
 );
 
 /// A signed-in customer with an API key for their own account.
@@ -543,4 +544,30 @@ async fn events_with_awkward_ids_link_to_their_own_page(store: Store) {
         let html = page.text().await.unwrap();
         assert!(html.contains(marker), "{href} opens its own event");
     }
+}
+
+async fn a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let ep_id = ep["id"].as_str().unwrap();
+    ana.call(&app, "endpoint_pause", &[("id", ep_id)]).await;
+    let ev = ana
+        .api(
+            &app,
+            "/api/v1/events",
+            json!({ "id": "evt_held", "type": "t", "payload": {} }),
+        )
+        .await;
+    let delivery_id = ev["deliveries"][0]["id"].as_str().unwrap().to_string();
+    let (_, detail) = ana.call(&app, "event", &[("id", "evt_held")]).await;
+    assert_eq!(detail["deliveries"][0]["endpoint_paused"], true, "{detail}");
+    let (status, body) = ana
+        .call(&app, "resend", &[("delivery_id", &delivery_id)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(rx.count(), 0, "still paused");
 }

@@ -183,6 +183,10 @@ pub struct DeliveryDetail {
     pub give_up_at: i64,
     pub finished_at: Option<i64>,
     pub last_error: Option<String>,
+    /// Its endpoint is paused: a waiting delivery can be resent for a
+    /// fresh retry window.
+    #[serde(default)]
+    pub endpoint_paused: bool,
     /// Newest first.
     pub attempts: Vec<AttemptView>,
 }

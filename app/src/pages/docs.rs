@@ -99,6 +99,10 @@ fn ContractView(c: Contract) -> impl IntoView {
                         .collect_view()}
                 </tbody>
             </table>
+            <p class="muted small" data-testid="paused-window">
+                "A paused endpoint keeps queueing, and its deliveries keep their retry window: one that is still waiting when the window passes expires. "
+                "Resend a waiting delivery for a fresh window, discard the queue from the endpoint page, or resume: the queue drains."
+            </p>
             <p class="muted small">
                 "After 5 transient failures in a row we pause attempts to the endpoint briefly (no attempts are used up meanwhile); "
                 "after 100 permanent failures in a row, or a day without success while deliveries fail, we pause it and email you."

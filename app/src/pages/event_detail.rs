@@ -16,7 +16,7 @@ use crate::{
     },
     error::AppError,
     format,
-    model::events::{AttemptView, DeliveryDetail, EventDetail},
+    model::events::{AttemptView, DeliveryDetail, EventDetail, Status},
 };
 
 /// Seconds each delivery's Resend must still wait, by delivery id. Kept at
@@ -163,6 +163,10 @@ fn DeliveryCard(
     let attempts = delivery.attempts.len();
     let resend_id = delivery.id.clone();
     let may_resend = allowed(|m| m.can_change);
+    // A paused endpoint's waiting delivery may be resent too: it starts a
+    // fresh retry window instead of expiring while paused.
+    let resendable = status.can_resend()
+        || (delivery.endpoint_paused && matches!(status, Status::Pending | Status::Retrying));
     view! {
         <section class="card delivery" data-testid="delivery" data-delivery-id=delivery.id>
             <div class="card-head">
@@ -175,7 +179,7 @@ fn DeliveryCard(
                         {delivery.endpoint_url.clone()}
                     </a>
                 </div>
-                <Show when=move || status.can_resend() && may_resend>
+                <Show when=move || resendable && may_resend>
                     <ResendButton delivery_id=resend_id.clone() waits resent />
                 </Show>
             </div>
