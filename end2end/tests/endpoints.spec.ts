@@ -91,7 +91,8 @@ test('a test event, the secret behind Reveal, and rotation', async ({ page }, in
 });
 
 test('a receiver that asks to slow down shows as throttled, with a lower cap', async ({ page }, info) => {
-  const rx = await Receiver.start([429]);
+  // Long enough to outlast signing in and loading the page.
+  const rx = await Receiver.start([{ status: 429, headers: { 'retry-after': '120' } }]);
   const type = uniqueId('slow', info.project.name);
   const created = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type], max_in_flight: 4 });
   await api('POST', '/api/v1/events', { type, payload: {} });

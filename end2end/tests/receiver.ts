@@ -4,28 +4,32 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+/** One scripted answer: a status, or a status with headers. */
+type Answer = number | { status: number; headers: Record<string, string> };
+
 /** A real webhook receiver on 127.0.0.1: answers from a script, then 200. */
 export class Receiver {
   readonly requests: { headers: IncomingMessage['headers']; body: string; status: number }[] = [];
-  private script: number[];
+  private script: Answer[];
   private server: Server;
   url = '';
 
-  private constructor(script: number[]) {
+  private constructor(script: Answer[]) {
     this.script = [...script];
     this.server = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
       req.on('end', () => {
-        const status = this.script.shift() ?? 200;
+        const answer = this.script.shift() ?? 200;
+        const { status, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
         this.requests.push({ headers: req.headers, body, status });
-        res.writeHead(status, { 'content-type': 'text/plain' });
+        res.writeHead(status, { 'content-type': 'text/plain', ...headers });
         res.end(status < 300 ? 'thanks' : 'receiver is down');
       });
     });
   }
 
-  static async start(script: number[] = []): Promise<Receiver> {
+  static async start(script: Answer[] = []): Promise<Receiver> {
     const r = new Receiver(script);
     await new Promise<void>((ok) => r.server.listen(0, '127.0.0.1', ok));
     r.url = `http://127.0.0.1:${(r.server.address() as AddressInfo).port}/hooks`;
