@@ -205,18 +205,11 @@ pub async fn resume(ctx: &Ctx, account_id: &str, id: &str) -> Result<Resumed> {
 /// pending deliveries.
 pub async fn queued(ctx: &Ctx, account_id: &str, id: &str) -> Result<i64> {
     let e = get(ctx, account_id, id).await?;
-    let (pending, _) = ctx
-        .store
-        .paused_backlog(&e.id, crate::jobs::deadlines::REASON, ctx.clock.now())
-        .await?;
-    Ok(pending)
+    Ok(ctx.store.pending_of_endpoint(&e.id).await?)
 }
 
 /// What a discarded delivery says.
 pub const DISCARDED: &str = "discarded from the paused queue by the customer";
-
-/// Rows per statement, so the SQLite writer is never held for long.
-const DISCARD_BATCH: i64 = 500;
 
 /// Ends every pending delivery of a paused endpoint (expired, with the
 /// reason, so each can still be resent or replayed). `expected` is the
@@ -234,11 +227,7 @@ pub async fn discard_queue(
             "only a paused endpoint's queue can be discarded: pause it first".into(),
         ));
     }
-    let now = ctx.clock.now();
-    let (pending, _) = ctx
-        .store
-        .paused_backlog(&e.id, crate::jobs::deadlines::REASON, now)
-        .await?;
+    let pending = ctx.store.pending_of_endpoint(&e.id).await?;
     if let Some(expected) = expected.filter(|n| *n != pending) {
         return Err(Error::ConflictCode {
             code: "queue_changed",
@@ -247,17 +236,11 @@ pub async fn discard_queue(
             ),
         });
     }
-    let mut discarded = 0;
-    loop {
-        let n = ctx
-            .store
-            .discard_pending(&e.id, DISCARDED, now, DISCARD_BATCH)
-            .await?;
-        discarded += i64::try_from(n).unwrap_or(i64::MAX);
-        if n < DISCARD_BATCH as u64 {
-            break;
-        }
-    }
+    let discarded = ctx
+        .store
+        .discard_pending(&e.id, DISCARDED, ctx.clock.now())
+        .await?;
+    let discarded = i64::try_from(discarded).unwrap_or(i64::MAX);
     tracing::info!(endpoint = %e.id, discarded, "paused queue discarded");
     Ok(discarded)
 }

@@ -70,6 +70,7 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EndpointDeta
     let now = ctx.clock.now();
     let report = endpoints::report(ctx, &viewer.account_id, id).await?;
     let (e, health) = (&report.endpoint, &report.health);
+    let throttle = e.throttle_at(now.millis());
     let last_errors = report
         .last_errors
         .iter()
@@ -91,8 +92,8 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EndpointDeta
         rate_limit_is_default: e.rate_limit_per_sec.is_none(),
         max_in_flight: e.max_in_flight,
         in_flight_cap: e.adaptive_in_flight(),
-        throttled_until: e.throttle_at(now.millis()).map(|(until, _)| until),
-        throttle_status: e.throttle_at(now.millis()).and_then(|(_, status)| status),
+        throttled_until: throttle.map(|(until, _)| until),
+        throttle_status: throttle.and_then(|(_, status)| status),
         attempts_7d: health.week.attempts,
         delivered_7d: health.week.delivered,
         avg_ms_24h: health.day.avg_ms,

@@ -15,9 +15,6 @@ use crate::{
 /// What an expired delivery of a held endpoint says.
 pub const REASON: &str = "retry window passed while paused";
 
-/// Rows per statement, so the SQLite writer is never held for long.
-const BATCH: i64 = 500;
-
 pub fn spawn(
     store: Store,
     clock: SharedClock,
@@ -38,16 +35,9 @@ pub fn spawn(
     })
 }
 
-/// One pass, in batches until none is left; returns how many expired.
+/// One pass; returns how many expired.
 pub async fn run_once(store: &Store, now: Timestamp) -> Result<u64, StoreError> {
-    let mut total = 0;
-    loop {
-        let n = store.expire_held_overdue(REASON, now, BATCH).await?;
-        total += n;
-        if n < BATCH as u64 {
-            break;
-        }
-    }
+    let total = store.expire_held_overdue(REASON, now).await?;
     if total > 0 {
         metrics::counter!("dakghar_dead_lettered_total", "reason" => "expired").increment(total);
     }

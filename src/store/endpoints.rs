@@ -225,7 +225,7 @@ impl Store {
     }
 
     /// What waits for a paused endpoint: its pending deliveries, and how
-    /// many expired with `reason` since `since` (the pause).
+    /// many expired with `reason` since `since` (the pause), in one read.
     pub async fn paused_backlog(
         &self,
         id: &str,

@@ -160,55 +160,62 @@ impl Store {
         Ok(done)
     }
 
-    /// Expires up to `batch` pending deliveries of endpoints no claim
-    /// takes (paused, disabled) whose retry window has passed, for
-    /// `reason`: the deadline holds whatever the endpoint's state. (Claims
-    /// expire an active endpoint's overdue work as they reach it.) Returns
-    /// how many.
-    pub async fn expire_held_overdue(
-        &self,
-        reason: &str,
-        now: Timestamp,
-        batch: i64,
-    ) -> Result<u64> {
+    /// Expires the pending deliveries of endpoints no claim takes (paused,
+    /// disabled) whose retry window has passed, for `reason`: the deadline
+    /// holds whatever the endpoint's state. (Claims expire an active
+    /// endpoint's overdue work as they reach it.) Returns how many.
+    pub async fn expire_held_overdue(&self, reason: &str, now: Timestamp) -> Result<u64> {
         let sql = "UPDATE deliveries SET state = 'expired', last_error = $1, finished_at = $2, \
                    updated_at = $2 \
                    WHERE id IN (SELECT d.id FROM endpoints e \
                      JOIN deliveries d ON d.endpoint_id = e.id \
                      WHERE e.state <> 'active' AND d.state = 'pending' AND d.give_up_at <= $2 \
                      LIMIT $3) AND state = 'pending'";
-        Ok(on_writer!(self, |p| sqlx::query(sql)
-            .bind(reason)
-            .bind(now.millis())
-            .bind(batch)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?)
+        in_batches(|batch| async move {
+            Ok(on_writer!(self, |p| sqlx::query(sql)
+                .bind(reason)
+                .bind(now.millis())
+                .bind(batch)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))?)
+        })
+        .await
     }
 
-    /// Ends up to `batch` pending deliveries of a paused endpoint, as
-    /// expired for `reason`: the customer discarded its queue. Returns how
-    /// many; call until fewer than `batch` come back.
+    /// Ends every pending delivery of a paused endpoint, as expired for
+    /// `reason`: the customer discarded its queue. Returns how many.
     pub async fn discard_pending(
         &self,
         endpoint_id: &str,
         reason: &str,
         now: Timestamp,
-        batch: i64,
     ) -> Result<u64> {
         let sql = "UPDATE deliveries SET state = 'expired', last_error = $1, finished_at = $2, \
                    updated_at = $2 \
                    WHERE id IN (SELECT d.id FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id \
                      WHERE d.endpoint_id = $3 AND d.state = 'pending' AND e.state = 'paused' \
                      LIMIT $4) AND state = 'pending'";
-        Ok(on_writer!(self, |p| sqlx::query(sql)
-            .bind(reason)
-            .bind(now.millis())
+        in_batches(|batch| async move {
+            Ok(on_writer!(self, |p| sqlx::query(sql)
+                .bind(reason)
+                .bind(now.millis())
+                .bind(endpoint_id)
+                .bind(batch)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))?)
+        })
+        .await
+    }
+
+    /// How many deliveries wait for the endpoint.
+    pub async fn pending_of_endpoint(&self, endpoint_id: &str) -> Result<i64> {
+        let sql = "SELECT count(*) FROM deliveries WHERE endpoint_id = $1 AND state = 'pending'";
+        Ok(on_pool!(self, |p| sqlx::query_scalar(sql)
             .bind(endpoint_id)
-            .bind(batch)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?)
+            .fetch_one(p)
+            .await)?)
     }
 
     /// Ends a claimed delivery without an attempt (its deadline passed while
@@ -310,6 +317,27 @@ impl Store {
                 .map(|w| (w.delivery_id, w.event))
                 .collect(),
         })
+    }
+}
+
+/// Rows per statement for a change that may reach a whole queue, so the
+/// SQLite writer is never held for long.
+const BATCH: i64 = 500;
+
+/// Runs `step` (given the batch size; returns the rows it changed) until
+/// a batch comes back short; returns the total.
+async fn in_batches<F, Fut>(mut step: F) -> Result<u64>
+where
+    F: FnMut(i64) -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let n = step(BATCH).await?;
+        total += n;
+        if n < BATCH as u64 {
+            return Ok(total);
+        }
     }
 }
 
