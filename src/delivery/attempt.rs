@@ -16,7 +16,7 @@ use super::{
     request::{self, Outgoing, Sent},
     retry_statuses::RetryStatuses,
     settings::DeliverySettings,
-    throttle, Engine,
+    signing, throttle, Engine,
 };
 use crate::{
     clock::Timestamp,
@@ -57,15 +57,6 @@ impl Engine {
         if let Some(at) = throttle::release_at(endpoint, &delivery.id, now) {
             return Ok(store.postpone_claim(delivery, at, now).await?);
         }
-        let mut secrets = vec![endpoint.secret.as_str()];
-        if let (Some(old), Some(until)) = (
-            &endpoint.previous_secret,
-            endpoint.previous_secret_expires_at,
-        ) {
-            if until > now.millis() {
-                secrets.push(old.as_str());
-            }
-        }
         let hook = self
             .fault_hook
             .lock()
@@ -78,7 +69,7 @@ impl Engine {
             url: &endpoint.url,
             event_id: &event.id,
             body: &event.payload,
-            secrets,
+            secrets: signing::secrets_of(endpoint, now),
             now,
         };
         let sent = request::send(&self.client, out, &self.settings).await?;

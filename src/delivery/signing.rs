@@ -6,6 +6,8 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 
+use crate::{clock::Timestamp, store::Endpoint};
+
 pub const SECRET_PREFIX: &str = "whsec_";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -40,6 +42,21 @@ pub fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Result<Strin
         "v1,{}",
         STANDARD.encode(mac.finalize().into_bytes())
     ))
+}
+
+/// The secrets a request to `endpoint` is signed with at `now`: the
+/// current one, and during a rotation's overlap the previous one too.
+pub fn secrets_of(endpoint: &Endpoint, now: Timestamp) -> Vec<&str> {
+    let mut secrets = vec![endpoint.secret.as_str()];
+    if let (Some(old), Some(until)) = (
+        &endpoint.previous_secret,
+        endpoint.previous_secret_expires_at,
+    ) {
+        if until > now.millis() {
+            secrets.push(old.as_str());
+        }
+    }
+    secrets
 }
 
 /// The `webhook-signature` value: one signature per secret, space-separated,
