@@ -6,6 +6,7 @@ pub mod api;
 pub mod components;
 pub mod error;
 pub mod format;
+pub mod json_text;
 pub mod model;
 pub mod pages;
 #[cfg(feature = "ssr")]
