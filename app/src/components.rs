@@ -1,3 +1,4 @@
+pub mod ask_first;
 pub mod copy_button;
 pub mod layout;
 pub mod new_key;

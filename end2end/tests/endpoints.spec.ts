@@ -83,8 +83,11 @@ test('a test event, the secret behind Reveal, and rotation', async ({ page }, in
   await expect(page.getByTestId('secret')).not.toHaveText(created.secret);
   await snapshot(page, info, 'endpoint-secret');
 
-  page.once('dialog', (d) => d.accept());
+  // Delete asks first, with or without JavaScript.
   await page.getByTestId('delete').click();
+  await expect(page.getByText('This cannot be undone.')).toBeVisible();
+  await expect(page).toHaveURL(new RegExp(`/endpoints/${created.id}$`));
+  await page.getByTestId('delete-confirm').click();
   await expect(page).toHaveURL(/\/endpoints$/);
   await expect(page.getByTestId('endpoint-row').filter({ hasText: rx.url })).toHaveCount(0);
   await rx.stop();

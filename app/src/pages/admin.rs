@@ -82,6 +82,8 @@ pub fn AdminPage() -> impl IntoView {
 fn PlatformKeys() -> impl IntoView {
     let create = ServerAction::<CreatePlatformKey>::new();
     let revoke = ServerAction::<RevokePlatformKey>::new();
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
     let keys = Resource::new(
         move || (create.version().get(), revoke.version().get()),
         |_| list_platform_keys(),
@@ -90,11 +92,18 @@ fn PlatformKeys() -> impl IntoView {
         <section class="card">
             <div class="page-head">
                 <h2>"Platform keys"</h2>
-                <ActionForm action=create>
-                    <button type="submit" class="button primary small" data-testid="create-platform-key">
-                        "Create platform key"
-                    </button>
-                </ActionForm>
+                <Show
+                    when=move || hydrated.get()
+                    fallback=|| view! {
+                        <p class="muted small">"Creating a key needs JavaScript: the key is shown once, on this page."</p>
+                    }
+                >
+                    <ActionForm action=create>
+                        <button type="submit" class="button primary small" data-testid="create-platform-key">
+                            "Create platform key"
+                        </button>
+                    </ActionForm>
+                </Show>
             </div>
             <p class="muted small">
                 "A platform key acts on every account at /api/v1/accounts/…: onboard customers, send their events, open their portal."
@@ -114,10 +123,16 @@ fn PlatformKeys() -> impl IntoView {
                                             {match k.revoked_at {
                                                 Some(_) => view! { <span class="badge expired">"revoked"</span> }.into_any(),
                                                 None => view! {
-                                                    <ActionForm action=revoke attr:class="inline">
-                                                        <input type="hidden" name="id" value=id />
-                                                        <button type="submit" class="button danger small">"Revoke"</button>
-                                                    </ActionForm>
+                                                    <crate::components::ask_first::AskFirst
+                                                        label="Revoke"
+                                                        question="Revoke this platform key? Every call made with it is refused at once."
+                                                        testid="revoke-platform-key"
+                                                    >
+                                                        <ActionForm action=revoke attr:class="inline">
+                                                            <input type="hidden" name="id" value=id />
+                                                            <button type="submit" class="button danger small" data-testid="revoke-platform-key-confirm">"Yes, revoke it"</button>
+                                                        </ActionForm>
+                                                    </crate::components::ask_first::AskFirst>
                                                 }.into_any(),
                                             }}
                                         </li>

@@ -6,6 +6,7 @@ use leptos_meta::Title;
 use crate::{
     api::account::{list_api_keys, CreateApiKey, RevokeApiKey},
     components::{
+        ask_first::AskFirst,
         layout::{ErrorNotice, Layout},
         new_key::NewKey,
     },
@@ -16,6 +17,8 @@ use crate::{
 pub fn ApiKeysPage() -> impl IntoView {
     let create = ServerAction::<CreateApiKey>::new();
     let revoke = ServerAction::<RevokeApiKey>::new();
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
     let keys = Resource::new(
         move || (create.version().get(), revoke.version().get()),
         |_| list_api_keys(),
@@ -25,9 +28,21 @@ pub fn ApiKeysPage() -> impl IntoView {
         <Layout>
             <div class="page-head">
                 <h1>"API keys"</h1>
-                <ActionForm action=create>
-                    <button type="submit" class="button primary" data-testid="create-key">"Create key"</button>
-                </ActionForm>
+                // The whole key can only be shown by the page that asked for
+                // it, which needs JavaScript: without it there is no button
+                // that would make a key nobody sees.
+                <Show
+                    when=move || hydrated.get()
+                    fallback=|| view! {
+                        <p class="muted small" data-testid="create-key-needs-js">
+                            "Creating a key needs JavaScript: the key is shown once, on this page."
+                        </p>
+                    }
+                >
+                    <ActionForm action=create>
+                        <button type="submit" class="button primary" data-testid="create-key">"Create key"</button>
+                    </ActionForm>
+                </Show>
             </div>
             <NewKey answer=create.value().into() what="Your new key" testid="new-key" />
             <Transition fallback=|| view! { <p class="muted">"Loading…"</p> }>
@@ -60,10 +75,16 @@ pub fn ApiKeysPage() -> impl IntoView {
                                                     </td>
                                                     <td>
                                                         {(!revoked).then(|| view! {
-                                                            <ActionForm action=revoke>
-                                                                <input type="hidden" name="id" value=key_id />
-                                                                <button type="submit" class="button danger small">"Revoke"</button>
-                                                            </ActionForm>
+                                                            <AskFirst
+                                                                label="Revoke"
+                                                                question="Revoke this key? Producers using it are refused at once."
+                                                                testid="revoke-key"
+                                                            >
+                                                                <ActionForm action=revoke>
+                                                                    <input type="hidden" name="id" value=key_id />
+                                                                    <button type="submit" class="button danger small" data-testid="revoke-key-confirm">"Yes, revoke it"</button>
+                                                                </ActionForm>
+                                                            </AskFirst>
                                                         })}
                                                     </td>
                                                 </tr>

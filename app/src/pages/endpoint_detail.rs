@@ -372,20 +372,17 @@ fn DeleteEndpointForm(id: String) -> impl IntoView {
     let delete = ServerAction::<DeleteEndpoint>::new();
     view! {
         <h3>"Delete"</h3>
-        <ActionForm action=delete>
-            <input type="hidden" name="id" value=id />
-            <button
-                type="submit"
-                class="button danger small"
-                data-testid="delete"
-                on:click=|ev| {
-                    if !crate::components::confirm("Delete this endpoint and all its deliveries?") {
-                        ev.prevent_default();
-                    }
-                }
-            >
-                "Delete endpoint and its deliveries"
-            </button>
-        </ActionForm>
+        <crate::components::ask_first::AskFirst
+            label="Delete endpoint and its deliveries"
+            question="Delete this endpoint and all its deliveries? This cannot be undone."
+            testid="delete"
+        >
+            <ActionForm action=delete>
+                <input type="hidden" name="id" value=id />
+                <button type="submit" class="button danger small" data-testid="delete-confirm">
+                    "Yes, delete it"
+                </button>
+            </ActionForm>
+        </crate::components::ask_first::AskFirst>
     }
 }
