@@ -63,7 +63,10 @@ impl From<Error> for AppError {
             Error::Conflict(message) | Error::ConflictCode { message, .. } => {
                 AppError::Conflict(message)
             }
-            Error::RateLimited { retry_after_s, .. } => AppError::RateLimited { retry_after_s },
+            Error::RateLimited { retry_after_s, .. } => AppError::RateLimited {
+                retry_after_s,
+                delivery_id: None,
+            },
             Error::Unauthorized(_) => AppError::Unauthorized,
             e @ (Error::Store(_) | Error::Password(_)) => {
                 tracing::error!(error = %e, "dashboard query failed");
@@ -147,6 +150,11 @@ impl Dashboard for Adapter {
     async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
         need(viewer, Permission::Change)?;
         events::resend(&self.ctx, viewer, delivery_id).await
+    }
+
+    async fn signed_curl(&self, viewer: &Viewer, delivery_id: &str) -> Result<String, AppError> {
+        need(viewer, Permission::SeeSecrets)?;
+        events::signed_curl(&self.ctx, viewer, delivery_id).await
     }
 
     async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError> {

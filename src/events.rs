@@ -4,6 +4,8 @@
 
 mod ingest;
 mod read;
+mod signed_copy;
 
 pub use ingest::{ingest, Ingested};
 pub use read::{cursor, detail, list, parse_cursor, AttemptInfo, DeliveryInfo, EventInfo};
+pub use signed_copy::{signed_copy, SignedCopy};

@@ -2,6 +2,7 @@ pub mod ask_first;
 pub mod copy_button;
 pub mod layout;
 pub mod new_key;
+pub mod raw_or_pretty;
 
 /// Asks the browser's confirm dialog; on the server there is nobody to ask.
 #[cfg(feature = "hydrate")]

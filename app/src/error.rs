@@ -20,7 +20,13 @@ pub enum AppError {
     #[error("{0}")]
     Conflict(String),
     #[error("too many resends for this endpoint; try again in {retry_after_s} s")]
-    RateLimited { retry_after_s: u64 },
+    RateLimited {
+        retry_after_s: u64,
+        /// The delivery whose resend was refused, so a page without
+        /// JavaScript (which learns of it from the URL) marks that one.
+        #[serde(default)]
+        delivery_id: Option<String>,
+    },
     #[error("something went wrong on our side; it has been logged")]
     Internal,
     #[error("the request did not reach the server: {0}")]

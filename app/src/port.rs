@@ -30,6 +30,8 @@ pub trait Dashboard: Send + Sync + 'static {
     ) -> Result<EventsList, AppError>;
     async fn event_detail(&self, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError>;
     async fn resend(&self, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError>;
+    /// The delivery's request as a curl command signed now.
+    async fn signed_curl(&self, viewer: &Viewer, delivery_id: &str) -> Result<String, AppError>;
     async fn list_endpoints(&self, viewer: &Viewer) -> Result<Vec<EndpointSummary>, AppError>;
     async fn endpoint_detail(&self, viewer: &Viewer, id: &str) -> Result<EndpointDetail, AppError>;
     /// Returns the new endpoint's id.
@@ -136,11 +138,24 @@ pub fn is_cross_site(headers: &http::HeaderMap) -> bool {
 }
 
 /// Lets the caller see the status and `Retry-After` of a rate-limited
-/// request, as the REST API answers.
+/// request, as the REST API answers. Not for a plain form post (a page
+/// without JavaScript): its answer must stay the redirect back to the
+/// page, which then says how long to wait; a 429 would leave the browser
+/// on an error body.
 pub fn answer_rate_limited(error: &AppError) {
-    let AppError::RateLimited { retry_after_s } = error else {
+    let AppError::RateLimited { retry_after_s, .. } = error else {
         return;
     };
+    let form_post = use_context::<http::request::Parts>().is_some_and(|parts| {
+        parts
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/html"))
+    });
+    if form_post {
+        return;
+    }
     if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
         response.set_status(http::StatusCode::TOO_MANY_REQUESTS);
         response.insert_header(
@@ -151,12 +166,17 @@ pub fn answer_rate_limited(error: &AppError) {
 }
 
 /// What every server function answers: a refusal of the viewer's role is
-/// a 403, never a 500.
+/// a 403 and something missing a 404, never a 500 or a 200 (a page that
+/// renders the answer gets the same status).
 pub fn answered<T>(result: Result<T, AppError>) -> Result<T, AppError> {
-    if let Err(AppError::Forbidden) = &result {
-        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-            response.set_status(http::StatusCode::FORBIDDEN);
-        }
+    let status = match &result {
+        Err(AppError::Forbidden) => Some(http::StatusCode::FORBIDDEN),
+        Err(AppError::NotFound) => Some(http::StatusCode::NOT_FOUND),
+        _ => None,
+    };
+    if let (Some(status), Some(response)) = (status, use_context::<leptos_axum::ResponseOptions>())
+    {
+        response.set_status(status);
     }
     result
 }

@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** One scripted answer: a status, or a status with headers. */
-type Answer = number | { status: number; headers: Record<string, string> };
+/** One scripted answer: a status, or a status with headers and maybe a body. */
+type Answer = number | { status: number; headers: Record<string, string>; body?: string };
 
 /** A real webhook receiver on 127.0.0.1: answers from a script, then 200. */
 export class Receiver {
@@ -21,10 +21,11 @@ export class Receiver {
       req.on('data', (c) => (body += c));
       req.on('end', () => {
         const answer = this.script.shift() ?? 200;
-        const { status, headers } = typeof answer === 'number' ? { status: answer, headers: {} } : answer;
+        const { status, headers, body: answerBody } =
+          typeof answer === 'number' ? { status: answer, headers: {}, body: undefined } : answer;
         this.requests.push({ headers: req.headers, body, status });
         res.writeHead(status, { 'content-type': 'text/plain', ...headers });
-        res.end(status < 300 ? 'thanks' : 'receiver is down');
+        res.end(answerBody ?? (status < 300 ? 'thanks' : 'receiver is down'));
       });
     });
   }
@@ -55,6 +56,19 @@ export async function api(method: string, path: string, body?: unknown): Promise
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** Posts `text` as it is: JSON.stringify could not keep a duplicate key or a 23-digit number. */
+export async function apiRaw(method: string, path: string, text: string): Promise<any> {
+  const key = readFileSync(join(process.env.TMPDIR ?? tmpdir(), `dakghar-e2e-${port}`, 'api-key'), 'utf8').trim();
+  const res = await fetch(base + path, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: text,
+  });
+  const answer = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${answer}`);
+  return answer ? JSON.parse(answer) : null;
 }
 
 /** A unique id per test run and project, so the two projects do not meet. */

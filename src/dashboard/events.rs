@@ -55,16 +55,20 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
     };
     let page = events::list(ctx, &viewer.account_id, &filter, PAGE_SIZE).await?;
     let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
-    let urls = urls_by_id(&endpoints);
+    let names = names_by_id(&endpoints);
     let rows = page
         .events
         .into_iter()
         .map(|(e, deliveries)| EventRow {
             deliveries: deliveries
                 .iter()
-                .map(|d| DeliveryBadge {
-                    endpoint_url: url_of(&urls, &d.endpoint_id),
-                    status: status_of(d),
+                .map(|d| {
+                    let (endpoint_name, endpoint_url) = name_of(&names, &d.endpoint_id);
+                    DeliveryBadge {
+                        endpoint_name,
+                        endpoint_url,
+                        status: status_of(d),
+                    }
                 })
                 .collect(),
             id: e.id,
@@ -96,16 +100,34 @@ fn range_ms(range: &str) -> Result<i64, AppError> {
     Ok(hours * 3_600_000)
 }
 
-fn urls_by_id(endpoints: &[Endpoint]) -> HashMap<&str, &str> {
+/// Each endpoint's (name, URL) by id.
+fn names_by_id(endpoints: &[Endpoint]) -> HashMap<&str, (String, &str)> {
     endpoints
         .iter()
-        .map(|e| (e.id.as_str(), e.url.as_str()))
+        .map(|e| (e.id.as_str(), (endpoint_name(e), e.url.as_str())))
         .collect()
 }
 
-fn url_of(urls: &HashMap<&str, &str>, endpoint_id: &str) -> String {
-    urls.get(endpoint_id)
-        .map_or_else(|| "(deleted endpoint)".to_string(), |u| (*u).to_string())
+fn name_of(names: &HashMap<&str, (String, &str)>, endpoint_id: &str) -> (String, String) {
+    names.get(endpoint_id).map_or_else(
+        || ("(deleted endpoint)".to_string(), String::new()),
+        |(name, url)| (name.clone(), (*url).to_string()),
+    )
+}
+
+/// What a customer calls an endpoint: its description, else its host and
+/// path (the scheme and query add nothing to tell them apart).
+pub fn endpoint_name(e: &Endpoint) -> String {
+    let description = e.description.trim();
+    if !description.is_empty() {
+        return description.to_string();
+    }
+    let rest = e.url.split_once("://").map_or(e.url.as_str(), |(_, r)| r);
+    let without_query = rest.split(['?', '#']).next().unwrap_or(rest);
+    without_query
+        .strip_suffix('/')
+        .unwrap_or(without_query)
+        .to_string()
 }
 
 fn status_of(d: &Delivery) -> Status {
@@ -115,14 +137,14 @@ fn status_of(d: &Delivery) -> Status {
 pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail, AppError> {
     let detail = events::detail(ctx, &viewer.account_id, id).await?;
     let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
-    let urls = urls_by_id(&endpoints);
+    let names = names_by_id(&endpoints);
     let event = &detail.event;
     let deliveries = detail
         .deliveries
         .into_iter()
         .map(|info| {
             let d = info.delivery;
-            let url = url_of(&urls, &d.endpoint_id);
+            let (name, url) = name_of(&names, &d.endpoint_id);
             // Newest first.
             let attempts = info
                 .attempts
@@ -140,6 +162,7 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail,
                 attempts,
                 id: d.id,
                 endpoint_id: d.endpoint_id,
+                endpoint_name: name,
                 endpoint_url: url,
                 give_up_at: d.give_up_at,
                 finished_at: d.finished_at,
@@ -149,19 +172,12 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EventDetail,
         .collect();
     Ok(EventDetail {
         now: ctx.clock.now().millis(),
-        payload_pretty: pretty(&event.payload),
+        payload: String::from_utf8_lossy(&event.payload).into_owned(),
         id: event.id.clone(),
         event_type: event.event_type.clone(),
         created_at: event.created_at,
         deliveries,
     })
-}
-
-fn pretty(payload: &[u8]) -> String {
-    serde_json::from_slice::<serde_json::Value>(payload)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| String::from_utf8_lossy(payload).into_owned())
 }
 
 fn attempt_view(a: AttemptInfo, url: &str, event_id: &str, payload: &[u8]) -> AttemptView {
@@ -179,24 +195,52 @@ fn attempt_view(a: AttemptInfo, url: &str, event_id: &str, payload: &[u8]) -> At
     }
 }
 
-/// The request again as a shell command. The signature is a placeholder
-/// with the recipe to compute it: the page never shows the secret.
+/// The request again as a shell command for someone who holds the secret
+/// (the page never shows it): paste the secret in and the script signs
+/// the exact body now, as Dakghar does, with openssl.
 pub fn curl(url: &str, event_id: &str, payload: &[u8]) -> String {
     let body = String::from_utf8_lossy(payload);
     format!(
-        "# Sign with your endpoint secret (whsec_…): SIGNATURE=\"v1,$(base64 of HMAC-SHA256 over \"{id}.$TS.<body>\")\"\n\
+        "SECRET='whsec_…'  # your endpoint's signing secret\n\
          TS=$(date +%s)\n\
+         BODY={body}\n\
+         KEY=$(printf '%s' \"${{SECRET#whsec_}}\" | base64 -d | od -An -tx1 | tr -d ' \\n')\n\
+         SIGNATURE=\"v1,$(printf '%s' {id_dot}\"$TS.$BODY\" | openssl dgst -sha256 -mac HMAC -macopt hexkey:$KEY -binary | base64)\"\n\
          curl -X POST {url} \\\n  \
          -H 'content-type: application/json' \\\n  \
          -H {id_header} \\\n  \
          -H \"webhook-timestamp: $TS\" \\\n  \
          -H \"webhook-signature: $SIGNATURE\" \\\n  \
-         --data-raw {body}",
-        id = event_id,
+         --data-raw \"$BODY\"",
         url = shell_quote(url),
+        id_dot = shell_quote(&format!("{event_id}.")),
         id_header = shell_quote(&format!("webhook-id: {event_id}")),
         body = shell_quote(&body),
     )
+}
+
+/// The request signed now: pasted into a shell within the receiver's
+/// timestamp tolerance (five minutes in the Standard Webhooks libraries)
+/// it verifies. The body goes as the exact bytes stored.
+pub async fn signed_curl(
+    ctx: &Ctx,
+    viewer: &Viewer,
+    delivery_id: &str,
+) -> Result<String, AppError> {
+    let copy = events::signed_copy(ctx, &viewer.account_id, delivery_id).await?;
+    Ok(format!(
+        "curl -X POST {url} \\\n  \
+         -H 'content-type: application/json' \\\n  \
+         -H {id} \\\n  \
+         -H {ts} \\\n  \
+         -H {sig} \\\n  \
+         --data-raw {body}",
+        url = shell_quote(&copy.url),
+        id = shell_quote(&format!("webhook-id: {}", copy.event_id)),
+        ts = shell_quote(&format!("webhook-timestamp: {}", copy.timestamp)),
+        sig = shell_quote(&format!("webhook-signature: {}", copy.signature)),
+        body = shell_quote(&String::from_utf8_lossy(&copy.body)),
+    ))
 }
 
 fn shell_quote(s: &str) -> String {
@@ -204,6 +248,14 @@ fn shell_quote(s: &str) -> String {
 }
 
 pub async fn resend(ctx: &Ctx, viewer: &Viewer, delivery_id: &str) -> Result<(), AppError> {
-    replay::resend(ctx, &viewer.account_id, delivery_id, &viewer.actor).await?;
-    Ok(())
+    match replay::resend(ctx, &viewer.account_id, delivery_id, &viewer.actor).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match AppError::from(e) {
+            AppError::RateLimited { retry_after_s, .. } => AppError::RateLimited {
+                retry_after_s,
+                delivery_id: Some(delivery_id.to_string()),
+            },
+            other => other,
+        }),
+    }
 }

@@ -26,6 +26,10 @@ on_both_backends!(
     cross_site_resends_are_refused,
     events_with_awkward_ids_link_to_their_own_page,
     a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page,
+    the_payload_shown_is_the_payload_sent,
+    copy_as_curl_reaches_the_receiver_and_verifies,
+    badges_name_each_endpoint_and_headers_as_sent_are_the_newest,
+    an_unknown_event_is_a_404_page,
 );
 
 /// A signed-in customer with an API key for their own account.
@@ -170,6 +174,13 @@ async fn the_list_filters_by_state_type_endpoint_time_and_id_and_pages(store: St
     assert_eq!(row["event_type"], "invoice.paid");
     assert_eq!(row["deliveries"][0]["status"], "Delivered");
     assert_eq!(row["deliveries"][0]["endpoint_url"], ok_rx.url.as_str());
+    assert_eq!(
+        row["deliveries"][0]["endpoint_name"],
+        ok_rx
+            .url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+    );
     let cursor = first["next_cursor"]
         .as_str()
         .expect("a next page")
@@ -247,10 +258,7 @@ async fn the_detail_shows_every_attempt_and_never_the_secret(store: Store) {
     app.engine.tick().await.unwrap();
     let (_, detail) = ana.call(&app, "event", &[("id", "evt_1")]).await;
     assert_eq!(detail["event_type"], "invoice.paid");
-    assert!(detail["payload_pretty"]
-        .as_str()
-        .unwrap()
-        .contains("\n  \"amount\": 42"));
+    assert_eq!(detail["payload"], r#"{"amount":42,"who":"O'Brien"}"#);
     let d = &detail["deliveries"][0];
     assert_eq!(d["status"], "Delivered");
     assert_eq!(d["next_attempt_at"], Value::Null);
@@ -417,6 +425,41 @@ async fn the_resend_limit_is_shared_with_the_api_and_answers_429(store: Store) {
         "nothing changed"
     );
 
+    // A page without JavaScript posts the form itself: it is sent back to
+    // the page, which says how long to wait on that delivery's button.
+    let event_id = app.store.delivery(&deliveries[2]).await.unwrap().event_id;
+    let page = app.url(&format!("/events/{event_id}"));
+    let res = ana
+        .web
+        .post(app.url("/_fn/resend"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("referer", &page)
+        .form(&[("delivery_id", deliveries[2].as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::FOUND,
+        "a redirect, not a 429 page"
+    );
+    let back = crate::helpers::location(&res);
+    assert!(back.starts_with(&page) && back.contains("__err"), "{back}");
+    let html = ana
+        .web
+        .get(&back)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let card = html
+        .split(&format!(r#"data-delivery-id="{}""#, deliveries[2]))
+        .nth(1)
+        .expect("the delivery's card");
+    assert!(card.contains("Try again in "), "{card}");
+
     app.clock.advance(Duration::from_secs(wait));
     let (status, _) = ana
         .call(&app, "resend", &[("delivery_id", &deliveries[2])])
@@ -570,4 +613,275 @@ async fn a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page(store
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(rx.count(), 0, "still paused");
+}
+
+/// Sends `body` as it is (a `json!` would reorder and merge its keys).
+async fn post_raw(app: &TestApp, who: &Customer, body: &str) -> Value {
+    let res = reqwest::Client::new()
+        .post(app.url("/api/v1/events"))
+        .bearer_auth(who.key())
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    res.json().await.unwrap()
+}
+
+/// Order, number text and a duplicate key: what a parser would change.
+const AWKWARD: &str = r#"{"b":1,"a":2,"n":12345678901234567890123,"a":3}"#;
+
+async fn the_payload_shown_is_the_payload_sent(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    ana.api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    post_raw(
+        &app,
+        &ana,
+        &format!(r#"{{"id":"evt_raw","type":"t","payload":{AWKWARD}}}"#),
+    )
+    .await;
+    app.engine.tick().await.unwrap();
+    assert_eq!(rx.got()[0].body, AWKWARD.as_bytes(), "sent as given");
+
+    let (status, detail) = ana.call(&app, "event", &[("id", "evt_raw")]).await;
+    assert_eq!(status, StatusCode::OK, "{detail}");
+    assert_eq!(detail["payload"], AWKWARD, "byte for byte");
+
+    // The page: Raw holds the exact text, Pretty the same tokens in order.
+    let html = ana
+        .web
+        .get(app.url("/events/evt_raw"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let raw = html
+        .split(r#"data-testid="payload-raw""#)
+        .nth(1)
+        .expect("a raw view");
+    assert!(raw.contains(AWKWARD), "{raw}");
+    let pretty = html
+        .split(r#"data-testid="payload""#)
+        .nth(1)
+        .and_then(|p| p.split("</pre>").next())
+        .expect("a pretty view");
+    let text: String = pretty
+        .split('<')
+        .filter_map(|piece| piece.split_once('>').map(|(_, t)| t))
+        .collect();
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(
+        tokens,
+        [
+            "{",
+            "\"b\":",
+            "1,",
+            "\"a\":",
+            "2,",
+            "\"n\":",
+            "12345678901234567890123,",
+            "\"a\":",
+            "3",
+            "}"
+        ],
+        "{text}"
+    );
+}
+
+/// Runs a shell command as a customer would paste it.
+fn paste(command: &str) {
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{command}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn copy_as_curl_reaches_the_receiver_and_verifies(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    let secret = ep["secret"].as_str().unwrap().to_string();
+    rx.verify_with(&secret);
+    let sent = post_raw(
+        &app,
+        &ana,
+        r#"{"id":"evt_curl","type":"t","payload":{"who":"O'Brien","n":1.50}}"#,
+    )
+    .await;
+    let delivery = sent["deliveries"][0]["id"].as_str().unwrap().to_string();
+    app.engine.tick().await.unwrap();
+    assert_eq!(rx.got()[0].verified, Some(true));
+
+    // Signed by the server, now: the pasted command verifies.
+    let (status, command) = ana
+        .call(&app, "signed_curl", &[("delivery_id", &delivery)])
+        .await;
+    assert_eq!(status, StatusCode::OK, "{command}");
+    let command = command.as_str().unwrap().to_string();
+    assert!(!command.contains(&secret), "a signature, never the secret");
+    paste(&command);
+    let got = rx.got();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1].verified, Some(true), "{command}");
+    assert_eq!(got[1].body, got[0].body, "the same bytes");
+    assert_eq!(got[1].headers["webhook-id"], "evt_curl");
+
+    // The recipe on the page signs with the secret pasted in.
+    let (_, detail) = ana.call(&app, "event", &[("id", "evt_curl")]).await;
+    let recipe = detail["deliveries"][0]["attempts"][0]["curl"]
+        .as_str()
+        .unwrap()
+        .replace("whsec_…", &secret);
+    paste(&recipe);
+    let got = rx.got();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[2].verified, Some(true), "{recipe}");
+    assert_eq!(got[2].body, got[0].body);
+
+    // A viewer may not have a signature made.
+    let hash = dakghar::auth::password::hash(crate::helpers::PASSWORD).unwrap();
+    app.store
+        .create_member(
+            &ana.seeded.account.id,
+            "vic@acme.example",
+            &hash,
+            dakghar::store::Role::Member,
+            dakghar::store::AccountRole::Viewer,
+            app.clock.now(),
+        )
+        .await
+        .unwrap();
+    let vic = signed_in(&app, "vic@acme.example").await;
+    let (status, _) = server_fn(&app, &vic, "signed_curl", &[("delivery_id", &delivery)]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    // Nor another account's.
+    let bob = customer(&app, "Bobco", "bob@bobco.example").await;
+    let (status, _) = bob
+        .call(&app, "signed_curl", &[("delivery_id", &delivery)])
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn badges_name_each_endpoint_and_headers_as_sent_are_the_newest(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let rx = Receiver::start().await;
+    rx.script(&[500]);
+    let base = rx.url.trim_end_matches('/').to_string();
+    ana.api(
+        &app,
+        "/api/v1/endpoints",
+        json!({ "url": format!("{base}/healthy"), "description": "Billing" }),
+    )
+    .await;
+    ana.api(
+        &app,
+        "/api/v1/endpoints",
+        json!({ "url": format!("{base}/flaky?x=1") }),
+    )
+    .await;
+    ana.api(
+        &app,
+        "/api/v1/events",
+        json!({ "id": "evt_n", "type": "t", "payload": {} }),
+    )
+    .await;
+    tick_until_idle(&app).await;
+    let list = ana.events(&app, &[]).await;
+    let mut names: Vec<String> = list["rows"][0]["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["endpoint_name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    let host = base.trim_start_matches("http://");
+    let mut want = ["Billing".to_string(), format!("{host}/flaky")];
+    want.sort();
+    assert_eq!(names, want);
+
+    // One of them failed and retried: the newest attempt's headers lead.
+    app.clock.advance(Duration::from_secs(3600));
+    tick_until_idle(&app).await;
+    let html = ana
+        .web
+        .get(app.url("/events/evt_n"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (_, detail) = ana.call(&app, "event", &[("id", "evt_n")]).await;
+    let newest_ts = detail["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["attempts"].as_array().unwrap().len() == 2)
+        .map(|d| {
+            let headers = d["attempts"][0]["request_headers"].as_array().unwrap();
+            let ts = headers
+                .iter()
+                .find(|h| h[0] == "webhook-timestamp")
+                .unwrap();
+            ts[1].as_str().unwrap().to_string()
+        })
+        .expect("a retried delivery");
+    let first_card = detail["deliveries"][0]["attempts"]
+        .as_array()
+        .unwrap()
+        .len();
+    let sent_block = html
+        .split("Headers as sent")
+        .nth(1)
+        .and_then(|s| s.split("</section>").next())
+        .unwrap();
+    if first_card == 2 {
+        assert!(
+            sent_block.contains(&newest_ts),
+            "the newest attempt: {sent_block}"
+        );
+    }
+    assert!(html.contains("Billing"), "the card names the endpoint");
+}
+
+async fn an_unknown_event_is_a_404_page(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let res = ana
+        .web
+        .get(app.url("/events/evt_nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND);
+    assert!(res.text().await.unwrap().contains("not found"));
+    let (status, _) = ana.call(&app, "event", &[("id", "evt_nope")]).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Signed out, the page sends to sign-in and back here afterwards.
+    let res = crate::helpers::browser()
+        .get(app.url("/events/evt_nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        crate::helpers::location(&res),
+        "/login?next=%2Fevents%2Fevt_nope"
+    );
 }

@@ -108,6 +108,7 @@ async fn every_server_function_refuses_what_the_role_may_not(store: Store) {
         ("notifications", &[], EVERYONE),
         ("contract", &[], EVERYONE),
         ("resend", &[("delivery_id", "dlv_none")], CHANGERS),
+        ("signed_curl", &[("delivery_id", "dlv_none")], CHANGERS),
         ("endpoint_create", &new_endpoint(url), CHANGERS),
         ("endpoint_delete", &[("id", "ep_none")], CHANGERS),
         ("endpoint_pause", &[("id", "ep_none")], CHANGERS),

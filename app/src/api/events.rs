@@ -30,3 +30,12 @@ pub async fn resend_delivery(delivery_id: String) -> Result<(), AppError> {
     }
     result
 }
+
+/// The delivery's request as a curl command signed now, for roles that may
+/// see secrets: pasted into a shell it reaches the receiver and verifies.
+/// It reads, but a signature must never be fetchable cross-site.
+#[server(prefix = "/_fn", endpoint = "signed_curl")]
+pub async fn signed_curl(delivery_id: String) -> Result<String, AppError> {
+    let (services, viewer) = crate::port::services_for_change()?;
+    crate::port::answered(services.signed_curl(&viewer, &delivery_id).await)
+}

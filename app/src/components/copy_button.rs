@@ -25,10 +25,10 @@ pub fn CopyButton(text: String, #[prop(into)] label: String) -> impl IntoView {
 }
 
 #[cfg(feature = "hydrate")]
-fn copy_to_clipboard(text: &str) {
+pub fn copy_to_clipboard(text: &str) {
     let clipboard = window().navigator().clipboard();
     let _ = clipboard.write_text(text);
 }
 
 #[cfg(not(feature = "hydrate"))]
-fn copy_to_clipboard(_text: &str) {}
+pub fn copy_to_clipboard(_text: &str) {}

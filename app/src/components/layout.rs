@@ -106,9 +106,23 @@ fn Account(me: Me) -> impl IntoView {
 
 #[component]
 pub fn ErrorNotice(error: AppError) -> impl IntoView {
+    // A session that ran out: the way back in, to this same page.
+    let sign_in = matches!(error, AppError::Unauthorized).then(|| {
+        let here = leptos_router::hooks::use_location();
+        let next = format!(
+            "{}{}",
+            here.pathname.get_untracked(),
+            here.search.get_untracked()
+        );
+        view! {
+            " "
+            <a href=format!("/login?next={}", crate::format::path_segment(&next))>"Sign in"</a>
+        }
+    });
     view! {
         <p class="notice error" role="alert">
             {error.to_string()}
+            {sign_in}
         </p>
     }
 }

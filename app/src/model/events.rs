@@ -101,6 +101,9 @@ pub struct EventRow {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryBadge {
+    /// The endpoint's description, else its host and path: three endpoints
+    /// on one host must read differently.
+    pub endpoint_name: String,
     pub endpoint_url: String,
     pub status: Status,
 }
@@ -169,7 +172,9 @@ pub struct EventDetail {
     pub id: String,
     pub event_type: String,
     pub created_at: i64,
-    pub payload_pretty: String,
+    /// Exactly the bytes every endpoint received (the page re-indents a
+    /// copy for reading, never this).
+    pub payload: String,
     pub deliveries: Vec<DeliveryDetail>,
 }
 
@@ -177,6 +182,7 @@ pub struct EventDetail {
 pub struct DeliveryDetail {
     pub id: String,
     pub endpoint_id: String,
+    pub endpoint_name: String,
     pub endpoint_url: String,
     pub status: Status,
     pub next_attempt_at: Option<i64>,
@@ -202,6 +208,7 @@ pub struct AttemptView {
     pub request_headers: Vec<(String, String)>,
     pub response_headers: Vec<(String, String)>,
     pub response_snippet: Option<String>,
-    /// Reproduces the request with a signature placeholder, never the secret.
+    /// Reproduces the request with a signature placeholder, never the
+    /// secret; roles that may see secrets get a signed one on request.
     pub curl: String,
 }

@@ -1,18 +1,21 @@
 //! One event: what was sent, and per endpoint what it answered, when the
-//! next try is, and a Resend button. While anything is still moving the
-//! page refreshes itself, so a resend's new attempt appears on its own.
+//! next try is, and a Resend button. While a delivery is due within the
+//! minute the browser asks again every 1.5 s and changes only what changed
+//! (a badge, a time, a new attempt at the top): open panels, focus and
+//! selection stay. Without JavaScript a Refresh link does it.
 
 use std::{collections::HashMap, time::Duration};
 
-use leptos::prelude::*;
+use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
-use leptos_router::hooks::use_params_map;
+use leptos_router::hooks::{use_location, use_params_map};
 
 use crate::{
-    api::events::{get_event, ResendDelivery},
+    api::events::{get_event, signed_curl, ResendDelivery},
     components::{
         copy_button::CopyButton,
         layout::{allowed, ErrorNotice, Layout},
+        raw_or_pretty::RawOrPretty,
     },
     error::AppError,
     format,
@@ -20,34 +23,123 @@ use crate::{
 };
 
 /// Seconds each delivery's Resend must still wait, by delivery id. Kept at
-/// page level so a refresh of the cards does not reset a countdown.
+/// page level so an update of a card does not reset a countdown.
 type Waits = RwSignal<HashMap<String, u64>>;
+
+/// How far ahead a due attempt keeps the page asking for news.
+const LOOK_AHEAD_MS: i64 = 60_000;
+const POLL: Duration = Duration::from_millis(1500);
 
 #[component]
 pub fn EventDetailPage() -> impl IntoView {
     let params = use_params_map();
     let id = move || params.read().get("id").unwrap_or_default();
-    let refresh = RwSignal::new(0u32);
-    let detail = Resource::new(move || (id(), refresh.get()), |(id, _)| get_event(id));
-    let waits: Waits = RwSignal::new(HashMap::new());
+    // Fetched once per event; updates arrive through `Live`, not a refetch
+    // that would rebuild the page.
+    let detail = Resource::new(id, get_event);
+    view! {
+        <Title text="Event" />
+        <Layout>
+            <p class="crumbs">
+                <a href="/events">"← Events"</a>
+            </p>
+            <Transition fallback=|| view! { <p class="muted">"Loading the event…"</p> }>
+                {move || Suspend::new(async move {
+                    match detail.await {
+                        Ok(event) => view! { <EventView event /> }.into_any(),
+                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
+                    }
+                })}
+            </Transition>
+        </Layout>
+    }
+}
 
-    // In the browser only: poll while a delivery is moving, and count down.
+/// The page's moving parts: one signal per delivery and the clock, so an
+/// update touches only the cards that changed.
+#[derive(Clone, Copy)]
+struct Live {
+    event_id: StoredValue<String>,
+    cards: StoredValue<Vec<RwSignal<DeliveryDetail>>>,
+    /// The server's clock, advanced locally between updates.
+    now: RwSignal<i64>,
+}
+
+impl Live {
+    fn new(event: &EventDetail) -> Live {
+        Live {
+            event_id: StoredValue::new(event.id.clone()),
+            cards: StoredValue::new(
+                event
+                    .deliveries
+                    .iter()
+                    .cloned()
+                    .map(RwSignal::new)
+                    .collect(),
+            ),
+            now: RwSignal::new(event.now),
+        }
+    }
+
+    /// Something may change within the minute: an attempt on the wire, or
+    /// one due soon.
+    fn due_soon(&self) -> bool {
+        let now = self.now.get_untracked();
+        self.cards.with_value(|cards| {
+            cards.iter().any(|c| {
+                c.with_untracked(|d| {
+                    d.status == Status::InFlight
+                        || (d.status.is_active()
+                            && d.next_attempt_at.is_none_or(|at| at <= now + LOOK_AHEAD_MS))
+                })
+            })
+        })
+    }
+
+    /// Reads the event again and writes each card that changed.
+    fn update(self) {
+        let id = self.event_id.get_value();
+        spawn_local(async move {
+            let Ok(fresh) = get_event(id).await else {
+                return;
+            };
+            self.now.set(fresh.now);
+            self.cards.with_value(|cards| {
+                for card in cards {
+                    let id = card.with_untracked(|d| d.id.clone());
+                    if let Some(new) = fresh.deliveries.iter().find(|d| d.id == id) {
+                        if card.with_untracked(|old| old != new) {
+                            card.set(new.clone());
+                        }
+                    }
+                }
+            });
+        });
+    }
+}
+
+#[component]
+fn EventView(event: EventDetail) -> impl IntoView {
+    let live = Live::new(&event);
+    let waits: Waits = RwSignal::new(HashMap::new());
+    let hydrated = RwSignal::new(false);
+
+    // In the browser only: ask for news while something is due, never
+    // while the tab is hidden, and count down.
     Effect::new(move |_| {
+        hydrated.set(true);
         let poll = set_interval_with_handle(
             move || {
-                let moving = detail
-                    .get_untracked()
-                    .and_then(Result::ok)
-                    .is_some_and(|d| d.deliveries.iter().any(|x| x.status.is_active()));
-                if moving {
-                    refresh.update(|n| *n = n.wrapping_add(1));
+                if !tab_hidden() && live.due_soon() {
+                    live.update();
                 }
             },
-            Duration::from_millis(1500),
+            POLL,
         )
         .ok();
         let tick = set_interval_with_handle(
             move || {
+                live.now.update(|n| *n += 1000);
                 if waits.with_untracked(|w| w.values().any(|s| *s > 0)) {
                     waits.update(|w| w.values_mut().for_each(|s| *s = s.saturating_sub(1)));
                 }
@@ -62,36 +154,22 @@ pub fn EventDetailPage() -> impl IntoView {
         });
     });
 
-    view! {
-        <Title text="Event" />
-        <Layout>
-            <p class="crumbs">
-                <a href="/events">"← Events"</a>
-            </p>
-            <Transition fallback=|| view! { <p class="muted">"Loading the event…"</p> }>
-                {move || Suspend::new(async move {
-                    match detail.await {
-                        Ok(event) => {
-                            let resent = Callback::new(move |_| refresh.update(|n| *n = n.wrapping_add(1)));
-                            view! { <EventView event waits resent /> }.into_any()
-                        }
-                        Err(e) => view! { <ErrorNotice error=e /> }.into_any(),
-                    }
-                })}
-            </Transition>
-        </Layout>
-    }
-}
-
-#[component]
-fn EventView(event: EventDetail, waits: Waits, resent: Callback<()>) -> impl IntoView {
-    let sent_headers = event
-        .deliveries
-        .iter()
-        .flat_map(|d| d.attempts.last())
-        .map(|a| a.request_headers.clone())
-        .next();
-    let now = event.now;
+    let resent = Callback::new(move |_| live.update());
+    // The newest attempt's headers: they are what a receiver saw last.
+    let sent_headers = move || {
+        live.cards.with_value(|cards| {
+            cards
+                .iter()
+                .find_map(|c| c.with(|d| d.attempts.first().map(|a| a.request_headers.clone())))
+        })
+    };
+    let moving = move || {
+        live.cards
+            .with_value(|cards| cards.iter().any(|c| c.with(|d| d.status.is_active())))
+    };
+    let here = use_location();
+    let refresh_href = move || here.pathname.get();
+    let payload = event.payload.clone();
     view! {
         <div class="page-head">
             <h1>
@@ -101,19 +179,26 @@ fn EventView(event: EventDetail, waits: Waits, resent: Callback<()>) -> impl Int
                 <code data-testid="event-id">{event.id.clone()}</code>
                 " · created "
                 {format::time(event.created_at)}
+                <Show when=move || moving() && !hydrated.get()>
+                    " · "
+                    <a href=refresh_href data-testid="refresh">"Refresh"</a>
+                </Show>
             </p>
         </div>
         <div class="grid two">
             <section class="card">
                 <div class="card-head">
                     <h2>"Payload"</h2>
-                    <CopyButton text=event.payload_pretty.clone() label="Copy" />
+                    <CopyButton text=payload.clone() label="Copy" />
                 </div>
-                <pre class="code" data-testid="payload"><code>{event.payload_pretty.clone()}</code></pre>
+                <RawOrPretty raw=payload name="payload".to_string() testid="payload" />
+                <p class="muted small">
+                    "Pretty only re-indents; Raw and Copy are the exact bytes that were signed."
+                </p>
             </section>
             <section class="card">
                 <h2>"Headers as sent"</h2>
-                {match sent_headers {
+                {move || match sent_headers() {
                     Some(headers) => view! { <Headers headers /> }.into_any(),
                     None => view! { <p class="muted">"Not sent yet."</p> }.into_any(),
                 }}
@@ -132,84 +217,118 @@ fn EventView(event: EventDetail, waits: Waits, resent: Callback<()>) -> impl Int
             }
                 .into_any()
         } else {
-            event
-                .deliveries
+            live.cards
+                .get_value()
                 .into_iter()
-                .map(|delivery| view! { <DeliveryCard delivery now waits resent /> })
+                .map(|card| view! { <DeliveryCard card now=live.now waits resent /> })
                 .collect_view()
                 .into_any()
         }}
     }
 }
 
-#[component]
-fn DeliveryCard(
-    delivery: DeliveryDetail,
-    now: i64,
-    waits: Waits,
-    resent: Callback<()>,
-) -> impl IntoView {
-    let status = delivery.status;
-    let when = match (delivery.next_attempt_at, delivery.finished_at) {
-        (Some(next), _) => format!(
-            "Next attempt {} ({}) · gives up {}",
-            format::relative(next, now),
-            format::time(next),
-            format::time(delivery.give_up_at)
-        ),
-        (None, Some(done)) => format!("Finished {}", format::time(done)),
-        (None, None) => format!("Gives up {}", format::time(delivery.give_up_at)),
-    };
-    let attempts = delivery.attempts.len();
-    let resend_id = delivery.id.clone();
-    let may_resend = allowed(|m| m.can_change);
-    // A paused endpoint's waiting delivery may be resent too: it starts a
-    // fresh retry window instead of expiring while paused.
-    let resendable = status.can_resend()
-        || (delivery.endpoint_paused && matches!(status, Status::Pending | Status::Retrying));
-    view! {
-        <section class="card delivery" data-testid="delivery" data-delivery-id=delivery.id>
-            <div class="card-head">
-                <div>
-                    <span class=status.class() data-testid="delivery-state">
-                        {status.label()}
-                    </span>
-                    " "
-                    <a href=format!("/endpoints/{}", delivery.endpoint_id) class="endpoint-url">
-                        {delivery.endpoint_url.clone()}
-                    </a>
-                </div>
-                <Show when=move || resendable && may_resend>
-                    <ResendButton delivery_id=resend_id.clone() waits resent />
-                </Show>
-            </div>
-            <p class="muted small" data-testid="delivery-when">
-                {when}
-                {format!(" · {attempts} attempt{}", if attempts == 1 { "" } else { "s" })}
-            </p>
-            {delivery
-                .last_error
-                .clone()
-                .map(|e| view! { <p class="notice warn small">{e}</p> })}
-            <ol class="timeline" data-testid="attempts">
-                {delivery
-                    .attempts
-                    .into_iter()
-                    .map(|attempt| view! { <Attempt attempt /> })
-                    .collect_view()}
-            </ol>
-        </section>
-    }
+#[cfg(feature = "hydrate")]
+fn tab_hidden() -> bool {
+    document().hidden()
+}
+
+#[cfg(not(feature = "hydrate"))]
+fn tab_hidden() -> bool {
+    false
 }
 
 #[component]
-fn Attempt(attempt: AttemptView) -> impl IntoView {
+fn DeliveryCard(
+    card: RwSignal<DeliveryDetail>,
+    now: RwSignal<i64>,
+    waits: Waits,
+    resent: Callback<()>,
+) -> impl IntoView {
+    // What never changes is read once; the rest follows the signal.
+    let (id, endpoint_id, name, url) = card.with_untracked(|d| {
+        (
+            d.id.clone(),
+            d.endpoint_id.clone(),
+            d.endpoint_name.clone(),
+            d.endpoint_url.clone(),
+        )
+    });
+    let status = move || card.with(|d| d.status);
+    let when = move || {
+        card.with(|d| {
+            let attempts = d.attempts.len();
+            let plural = if attempts == 1 { "" } else { "s" };
+            let head = match (d.next_attempt_at, d.finished_at) {
+                (Some(next), _) => format!(
+                    "Next attempt {} ({}) · gives up {}",
+                    format::relative(next, now.get()),
+                    format::time(next),
+                    format::time(d.give_up_at)
+                ),
+                (None, Some(done)) => format!("Finished {}", format::time(done)),
+                (None, None) => format!("Gives up {}", format::time(d.give_up_at)),
+            };
+            format!("{head} · {attempts} attempt{plural}")
+        })
+    };
+    let may_resend = allowed(|m| m.can_change);
+    let may_sign = allowed(|m| m.can_see_secrets);
+    // A paused endpoint's waiting delivery may be resent too: it starts a
+    // fresh retry window instead of expiring while paused.
+    let resendable = move || {
+        card.with(|d| {
+            d.status.can_resend()
+                || (d.endpoint_paused && matches!(d.status, Status::Pending | Status::Retrying))
+        })
+    };
+    let resend_id = id.clone();
+    let delivery_id = StoredValue::new(id.clone());
+    view! {
+        <section class="card delivery" data-testid="delivery" data-delivery-id=id>
+            <div class="card-head">
+                <div>
+                    <span class=move || status().class() data-testid="delivery-state">
+                        {move || status().label()}
+                    </span>
+                    " "
+                    <a href=format!("/endpoints/{endpoint_id}") class="endpoint-url" title=url>
+                        {name}
+                    </a>
+                </div>
+                <Show when=move || resendable() && may_resend>
+                    <ResendButton delivery_id=resend_id.clone() waits resent />
+                </Show>
+            </div>
+            <p class="muted small" data-testid="delivery-when">{when}</p>
+            {move || {
+                card.with(|d| d.last_error.clone())
+                    .map(|e| view! { <p class="notice warn small">{e}</p> })
+            }}
+            // New attempts are announced, politely, to screen readers.
+            <ol class="timeline" data-testid="attempts" aria-live="polite">
+                <For
+                    each=move || card.with(|d| d.attempts.clone())
+                    key=|a| a.number
+                    children=move |attempt| {
+                        view! { <Attempt attempt delivery_id=delivery_id.get_value() may_sign /> }
+                    }
+                />
+            </ol>
+        </section>
+    }
+    // Erased: the card's full type is too deep for the wasm build.
+    .into_any()
+}
+
+#[component]
+fn Attempt(attempt: AttemptView, delivery_id: String, may_sign: bool) -> impl IntoView {
     let outcome = match (attempt.status, &attempt.error) {
         (Some(code), _) => code.to_string(),
         (None, Some(_)) => "no response".to_string(),
         (None, None) => "—".to_string(),
     };
     let ok = attempt.status.is_some_and(|s| (200..300).contains(&s));
+    let body_name = format!("response-{delivery_id}-{}", attempt.number);
     view! {
         <li class="attempt" data-testid="attempt">
             <div class="attempt-line">
@@ -224,7 +343,7 @@ fn Attempt(attempt: AttemptView) -> impl IntoView {
             </div>
             <p class="explanation" data-testid="attempt-explanation">{attempt.explanation.clone()}</p>
             {attempt.error.clone().map(|e| view! { <p class="notice warn small">{e}</p> })}
-            <details>
+            <details data-testid="attempt-details">
                 <summary>"Request and response"</summary>
                 <div class="grid two">
                     <div>
@@ -237,17 +356,78 @@ fn Attempt(attempt: AttemptView) -> impl IntoView {
                     </div>
                 </div>
                 <h3>"Response body (first 512 bytes)"</h3>
-                <pre class="code small">
-                    <code>{attempt.response_snippet.clone().unwrap_or_else(|| "(none)".into())}</code>
-                </pre>
-                <div class="card-head">
-                    <h3>"Reproduce with curl"</h3>
-                    <CopyButton text=attempt.curl.clone() label="Copy as curl" />
-                </div>
-                <pre class="code small"><code>{attempt.curl.clone()}</code></pre>
+                {match attempt.response_snippet.clone() {
+                    Some(body) => view! {
+                        <RawOrPretty raw=body name=body_name testid="response-body" small=true />
+                    }
+                        .into_any(),
+                    None => view! { <p class="muted small">"(none)"</p> }.into_any(),
+                }}
+                <Curl recipe=attempt.curl.clone() delivery_id may_sign />
             </details>
         </li>
     }
+    .into_any()
+}
+
+/// "Reproduce with curl". Who may see secrets copies a command the server
+/// signs at that moment, which verifies at the receiver; everyone else
+/// (and every page without JavaScript) gets the recipe that signs with the
+/// secret pasted in.
+#[component]
+fn Curl(recipe: String, delivery_id: String, may_sign: bool) -> impl IntoView {
+    let signed = RwSignal::new(None::<Result<String, String>>);
+    let hydrated = RwSignal::new(false);
+    Effect::new(move |_| hydrated.set(true));
+    let id = StoredValue::new(delivery_id);
+    let fetch = move |_| {
+        spawn_local(async move {
+            let answer = signed_curl(id.get_value()).await;
+            if let Ok(command) = &answer {
+                crate::components::copy_button::copy_to_clipboard(command);
+            }
+            signed.set(Some(answer.map_err(|e| e.to_string())));
+        });
+    };
+    let shown = {
+        let recipe = recipe.clone();
+        move || match signed.get() {
+            Some(Ok(command)) => command,
+            _ => recipe.clone(),
+        }
+    };
+    view! {
+        <div class="card-head">
+            <h3>"Reproduce with curl"</h3>
+            {if may_sign {
+                view! {
+                    <Show when=move || hydrated.get()>
+                        <button
+                            type="button"
+                            class="button small secondary copy"
+                            data-testid="copy-signed-curl"
+                            on:click=fetch
+                        >
+                            {move || if matches!(signed.get(), Some(Ok(_))) {
+                                "Copied (signed now)"
+                            } else {
+                                "Copy as curl"
+                            }}
+                        </button>
+                    </Show>
+                }
+                    .into_any()
+            } else {
+                view! { <CopyButton text=recipe.clone() label="Copy as curl" /> }.into_any()
+            }}
+        </div>
+        {move || match signed.get() {
+            Some(Err(e)) => Some(view! { <p class="notice error small" role="alert">{e}</p> }),
+            _ => None,
+        }}
+        <pre class="code small" data-testid="curl"><code>{shown}</code></pre>
+    }
+    .into_any()
 }
 
 #[component]
@@ -272,13 +452,26 @@ fn Headers(headers: Vec<(String, String)>) -> impl IntoView {
 fn ResendButton(delivery_id: String, waits: Waits, resent: Callback<()>) -> impl IntoView {
     let action = ServerAction::<ResendDelivery>::new();
     let id = delivery_id.clone();
+    // Without JavaScript the refusal comes back in the URL the form post
+    // is redirected to; the action starts with it, and so does the page.
     let error = RwSignal::new(None::<String>);
+    // Every Resend on the page shares the server function, so the answer
+    // names the delivery it is about.
+    match action.value().get_untracked() {
+        Some(Err(AppError::RateLimited {
+            retry_after_s,
+            delivery_id: Some(about),
+        })) if about == id => waits.update_untracked(|w| {
+            w.entry(id.clone()).or_insert(retry_after_s.max(1));
+        }),
+        _ => {}
+    }
     Effect::new(move |_| match action.value().get() {
         Some(Ok(())) => {
             error.set(None);
             resent.run(());
         }
-        Some(Err(AppError::RateLimited { retry_after_s })) => {
+        Some(Err(AppError::RateLimited { retry_after_s, .. })) => {
             error.set(None);
             waits.update(|w| {
                 w.insert(id.clone(), retry_after_s.max(1));

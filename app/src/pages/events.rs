@@ -110,11 +110,10 @@ fn Row(row: EventRow) -> impl IntoView {
                     .deliveries
                     .into_iter()
                     .map(|d| {
-                        let host = host_of(&d.endpoint_url);
                         view! {
                             <span class=d.status.class() title=d.endpoint_url.clone()>
                                 {d.status.label()}
-                                <span class="badge-host">{host}</span>
+                                <span class="badge-host">{d.endpoint_name}</span>
                             </span>
                         }
                     })
@@ -123,15 +122,6 @@ fn Row(row: EventRow) -> impl IntoView {
             <td class="time">{format::time(row.created_at)}</td>
         </tr>
     }
-}
-
-/// The URL's host, for a compact label; the full URL is in the tooltip.
-pub fn host_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    rest.split(['/', '?', '#'])
-        .next()
-        .unwrap_or(rest)
-        .to_string()
 }
 
 #[component]
