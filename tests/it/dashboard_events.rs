@@ -554,15 +554,7 @@ async fn events_with_awkward_ids_link_to_their_own_page(store: Store) {
         )
         .await;
     }
-    let list = ana
-        .web
-        .get(app.url("/events"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = page_html(&ana.web, &app.url("/events")).await;
     for (id, marker) in [
         ("order/42?x=1#top", "marker-slash"),
         ("100% done", "marker-percent"),
@@ -615,6 +607,11 @@ async fn a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page(store
     assert_eq!(rx.count(), 0, "still paused");
 }
 
+/// A page as the browser gets it.
+async fn page_html(web: &reqwest::Client, url: &str) -> String {
+    web.get(url).send().await.unwrap().text().await.unwrap()
+}
+
 /// Sends `body` as it is (a `json!` would reorder and merge its keys).
 async fn post_raw(app: &TestApp, who: &Customer, body: &str) -> Value {
     let res = reqwest::Client::new()
@@ -652,15 +649,7 @@ async fn the_payload_shown_is_the_payload_sent(store: Store) {
     assert_eq!(detail["payload"], AWKWARD, "byte for byte");
 
     // The page: Raw holds the exact text, Pretty the same tokens in order.
-    let html = ana
-        .web
-        .get(app.url("/events/evt_raw"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(&ana.web, &app.url("/events/evt_raw")).await;
     let raw = html
         .split(r#"data-testid="payload-raw""#)
         .nth(1)
@@ -818,15 +807,7 @@ async fn badges_name_each_endpoint_and_headers_as_sent_are_the_newest(store: Sto
     // One of them failed and retried: the newest attempt's headers lead.
     app.clock.advance(Duration::from_secs(3600));
     tick_until_idle(&app).await;
-    let html = ana
-        .web
-        .get(app.url("/events/evt_n"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(&ana.web, &app.url("/events/evt_n")).await;
     let (_, detail) = ana.call(&app, "event", &[("id", "evt_n")]).await;
     let newest_ts = detail["deliveries"]
         .as_array()
