@@ -12,7 +12,9 @@ use dakghar::{
 };
 use reqwest::{header, StatusCode};
 
-use crate::helpers::{browser, location, seed_user, spawn_app, spawn_app_with, TestApp, PASSWORD};
+use crate::helpers::{
+    browser, location, page_html, seed_user, spawn_app, spawn_app_with, TestApp, PASSWORD,
+};
 
 on_both_backends!(
     failed_logins_lock_the_email_for_longer_each_time_and_no_one_else,
@@ -109,14 +111,7 @@ async fn failed_logins_lock_the_email_for_longer_each_time_and_no_one_else(store
         "/login?error=throttled&wait=1"
     );
 
-    let page = browser()
-        .get(app.url("/login?error=throttled&wait=4"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = page_html(&browser(), &app.url("/login?error=throttled&wait=4")).await;
     assert!(page.contains("Too many failed sign-ins"), "{page}");
 }
 

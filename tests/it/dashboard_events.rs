@@ -7,13 +7,16 @@ use dakghar::{
     auth::api_key,
     clock::Clock,
     config::ServeConfig,
-    store::{DeliveryState, Store},
+    store::{AccountRole, DeliveryState, Store},
 };
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::{
-    helpers::{seed_user, server_fn, signed_in, spawn_app_with, Seeded, StateOf, TestApp},
+    helpers::{
+        member, page_html, seed_user, server_fn, signed_in, spawn_app_with, Seeded, StateOf,
+        TestApp,
+    },
     receiver::Receiver,
 };
 
@@ -445,15 +448,7 @@ async fn the_resend_limit_is_shared_with_the_api_and_answers_429(store: Store) {
     );
     let back = crate::helpers::location(&res);
     assert!(back.starts_with(&page) && back.contains("__err"), "{back}");
-    let html = ana
-        .web
-        .get(&back)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(&ana.web, &back).await;
     let card = html
         .split(&format!(r#"data-delivery-id="{}""#, deliveries[2]))
         .nth(1)
@@ -607,11 +602,6 @@ async fn a_paused_endpoints_waiting_delivery_is_resent_from_the_event_page(store
     assert_eq!(rx.count(), 0, "still paused");
 }
 
-/// A page as the browser gets it.
-async fn page_html(web: &reqwest::Client, url: &str) -> String {
-    web.get(url).send().await.unwrap().text().await.unwrap()
-}
-
 /// Sends `body` as it is (a `json!` would reorder and merge its keys).
 async fn post_raw(app: &TestApp, who: &Customer, body: &str) -> Value {
     let res = reqwest::Client::new()
@@ -743,19 +733,13 @@ async fn copy_as_curl_reaches_the_receiver_and_verifies(store: Store) {
     assert_eq!(got[2].body, got[0].body);
 
     // A viewer may not have a signature made.
-    let hash = dakghar::auth::password::hash(crate::helpers::PASSWORD).unwrap();
-    app.store
-        .create_member(
-            &ana.seeded.account.id,
-            "vic@acme.example",
-            &hash,
-            dakghar::store::Role::Member,
-            dakghar::store::AccountRole::Viewer,
-            app.clock.now(),
-        )
-        .await
-        .unwrap();
-    let vic = signed_in(&app, "vic@acme.example").await;
+    let vic = member(
+        &app,
+        &ana.seeded.account.id,
+        "vic@acme.example",
+        AccountRole::Viewer,
+    )
+    .await;
     let (status, _) = server_fn(&app, &vic, "signed_curl", &[("delivery_id", &delivery)]).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     // Nor another account's.

@@ -12,7 +12,9 @@ use dakghar::{
     config::ServeConfig,
     ids,
     startup::Application,
-    store::{postgres, Account, Delivery, DeliveryState, NewEndpoint, Role, Store, User},
+    store::{
+        postgres, Account, AccountRole, Delivery, DeliveryState, NewEndpoint, Role, Store, User,
+    },
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -368,6 +370,27 @@ pub async fn signed_in(app: &TestApp, email: &str) -> reqwest::Client {
 
 /// Calls a server function as `web`, the way the hydrated page does (a
 /// plain form post gets a redirect); returns the status and the JSON answer.
+/// A signed-in browser of a new member of `account` with `role`, whose
+/// password is `PASSWORD`.
+pub async fn member(
+    app: &TestApp,
+    account: &str,
+    email: &str,
+    role: AccountRole,
+) -> reqwest::Client {
+    let hash = password::hash(PASSWORD).unwrap();
+    app.store
+        .create_member(account, email, &hash, Role::Member, role, app.clock.now())
+        .await
+        .unwrap();
+    signed_in(app, email).await
+}
+
+/// A page as the browser gets it.
+pub async fn page_html(web: &reqwest::Client, url: &str) -> String {
+    web.get(url).send().await.unwrap().text().await.unwrap()
+}
+
 pub async fn server_fn(
     app: &TestApp,
     web: &reqwest::Client,

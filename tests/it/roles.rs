@@ -12,7 +12,7 @@ use reqwest::{header, Method, StatusCode};
 use serde_json::json;
 
 use crate::{
-    helpers::{browser, location, server_fn, signed_in, TestApp, PASSWORD},
+    helpers::{browser, location, member, page_html, server_fn, PASSWORD},
     platforms::Platform,
 };
 
@@ -54,16 +54,6 @@ fn new_endpoint(url: &str) -> [(&str, &str); 5] {
         ("form[rate_limit_per_sec]", ""),
         ("form[max_in_flight]", ""),
     ]
-}
-
-/// A member of `account` with `role`, signed in.
-async fn member(app: &TestApp, account: &str, email: &str, role: AccountRole) -> reqwest::Client {
-    let hash = password::hash(PASSWORD).unwrap();
-    app.store
-        .create_member(account, email, &hash, Role::Member, role, app.clock.now())
-        .await
-        .unwrap();
-    signed_in(app, email).await
 }
 
 /// A browser a portal link signed in with `role`.
@@ -173,25 +163,11 @@ async fn every_server_function_refuses_what_the_role_may_not(store: Store) {
     assert_eq!(app.store.list_api_keys(&account).await.unwrap().len(), 1);
     // The pages leave out what the role may not do.
     let viewer = &callers[2].1;
-    let html = viewer
-        .get(app.url("/endpoints"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(viewer, &app.url("/endpoints")).await;
     assert!(!html.contains("Add an endpoint"), "no form for a viewer");
     assert!(!html.contains(r#"href="/api-keys""#) && !html.contains(r#"href="/team""#));
     let owner = &callers[0].1;
-    let html = owner
-        .get(app.url("/endpoints"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(owner, &app.url("/endpoints")).await;
     assert!(html.contains("Add an endpoint") && html.contains(r#"href="/team""#));
     let portal_dev = &callers[3].1;
     let res = portal_dev.get(app.url("/api-keys")).send().await.unwrap();
@@ -425,14 +401,7 @@ async fn the_brand_names_and_colours_every_page(store: Store) {
     config.brand.name = "Acme Hooks".into();
     config.brand.accent = Some("#ff6600".into());
     let p = Platform::with_config(store, config).await;
-    let html = browser()
-        .get(p.app.url("/login"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = page_html(&browser(), &p.app.url("/login")).await;
     assert!(html.contains("Sign in to Acme Hooks"), "{html}");
     assert!(html.contains("· Acme Hooks</title>"), "{html}");
     assert!(html.contains(r#"style="--accent: #ff6600;""#), "{html}");
