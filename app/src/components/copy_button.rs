@@ -6,8 +6,7 @@ use leptos::prelude::*;
 #[component]
 pub fn CopyButton(text: String, #[prop(into)] label: String) -> impl IntoView {
     let copied = RwSignal::new(false);
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = super::hydrated();
     let click = move |_| {
         copy_to_clipboard(&text);
         copied.set(true);

@@ -82,8 +82,7 @@ pub fn AdminPage() -> impl IntoView {
 fn PlatformKeys() -> impl IntoView {
     let create = ServerAction::<CreatePlatformKey>::new();
     let revoke = ServerAction::<RevokePlatformKey>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = crate::components::hydrated();
     let keys = Resource::new(
         move || (create.version().get(), revoke.version().get()),
         |_| list_platform_keys(),

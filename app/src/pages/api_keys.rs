@@ -17,8 +17,7 @@ use crate::{
 pub fn ApiKeysPage() -> impl IntoView {
     let create = ServerAction::<CreateApiKey>::new();
     let revoke = ServerAction::<RevokeApiKey>::new();
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = crate::components::hydrated();
     let keys = Resource::new(
         move || (create.version().get(), revoke.version().get()),
         |_| list_api_keys(),

@@ -122,12 +122,11 @@ impl Live {
 fn EventView(event: EventDetail) -> impl IntoView {
     let live = Live::new(&event);
     let waits: Waits = RwSignal::new(HashMap::new());
-    let hydrated = RwSignal::new(false);
+    let hydrated = crate::components::hydrated();
 
     // In the browser only: ask for news while something is due, never
     // while the tab is hidden, and count down.
     Effect::new(move |_| {
-        hydrated.set(true);
         let poll = set_interval_with_handle(
             move || {
                 if !tab_hidden() && live.due_soon() {
@@ -377,8 +376,7 @@ fn Attempt(attempt: AttemptView, delivery_id: String, may_sign: bool) -> impl In
 #[component]
 fn Curl(recipe: String, delivery_id: String, may_sign: bool) -> impl IntoView {
     let signed = RwSignal::new(None::<Result<String, String>>);
-    let hydrated = RwSignal::new(false);
-    Effect::new(move |_| hydrated.set(true));
+    let hydrated = crate::components::hydrated();
     let id = StoredValue::new(delivery_id);
     let fetch = move |_| {
         spawn_local(async move {
