@@ -200,7 +200,13 @@ test('on a 390 px wide phone no page scrolls sideways', async ({ page }, info) =
     await page.goto(path);
     await ready(page, info);
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
-    expect(wide, path).toBeLessThanOrEqual(390);
+    const culprits = await page.evaluate(() =>
+      [...document.querySelectorAll('body *')]
+        .filter((e) => !e.closest('pre') && e.getBoundingClientRect().right > 390)
+        .map((e) => `${e.tagName}.${e.className}: ${(e.textContent ?? '').slice(0, 50)}`)
+        .slice(0, 5),
+    );
+    expect(wide, `${path}: ${culprits.join(' | ')}`).toBeLessThanOrEqual(390);
   }
   await page.goto(`/events/${id}`);
   await snapshot(page, info, 'event-phone');
