@@ -3,6 +3,7 @@ pub mod copy_button;
 pub mod layout;
 pub mod new_key;
 pub mod raw_or_pretty;
+pub mod time;
 
 /// Whether the page runs in the browser yet: false on the server and while
 /// hydrating (both must render the same), true from the first effect on.

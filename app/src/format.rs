@@ -1,18 +1,41 @@
 //! Times and durations as the pages print them. The server and the browser
-//! must print the same text (hydration compares them), so times are UTC
-//! and computed here rather than from the browser's locale.
+//! must print the same text (hydration compares them), so times are
+//! rendered in UTC and computed here rather than from the browser's
+//! locale; `components::time` turns them to the viewer's zone afterwards.
 
 /// `2026-11-30 14:05:09 UTC` from unix milliseconds.
 pub fn time(ms: i64) -> String {
+    time_at_offset(ms, 0)
+}
+
+/// The wall clock `offset_minutes` east of UTC, named by its offset:
+/// `2026-11-30 20:05:09 UTC+06:00`.
+pub fn time_at_offset(ms: i64, offset_minutes: i64) -> String {
+    let (y, m, d, h, mi, s) = civil(ms + offset_minutes * 60_000);
+    let zone = match offset_minutes {
+        0 => String::new(),
+        o => format!(
+            "{}{:02}:{:02}",
+            if o < 0 { '-' } else { '+' },
+            o.abs() / 60,
+            o.abs() % 60
+        ),
+    };
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC{zone}")
+}
+
+/// For `<time datetime>`: `2026-11-30T14:05:09Z`.
+pub fn iso(ms: i64) -> String {
+    let (y, m, d, h, mi, s) = civil(ms);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// Date and time of day, to the second.
+fn civil(ms: i64) -> (i64, u32, u32, i64, i64, i64) {
     let secs = ms.div_euclid(1000);
     let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    (y, m, d, rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
 /// `850 ms`, `2.4 s`, `3 min 5 s`.
@@ -28,6 +51,9 @@ pub fn duration_ms(ms: i64) -> String {
 pub fn relative(at: i64, now: i64) -> String {
     let delta = (at - now) / 1000;
     let span = delta.unsigned_abs();
+    if span == 0 {
+        return "now".to_string();
+    }
     let text = match span {
         0..=59 => format!("{span} s"),
         60..=3599 => format!("{} min", span / 60),
@@ -82,6 +108,15 @@ mod tests {
     }
 
     #[test]
+    fn times_in_another_zone_and_for_machines() {
+        let t = 1_796_000_000_123; // 2026-11-30 00:53:20 UTC
+        assert_eq!(time_at_offset(t, 360), "2026-11-30 06:53:20 UTC+06:00");
+        assert_eq!(time_at_offset(t, -330), "2026-11-29 19:23:20 UTC-05:30");
+        assert_eq!(time_at_offset(t, 0), time(t));
+        assert_eq!(iso(t), "2026-11-30T00:53:20Z");
+    }
+
+    #[test]
     fn durations_and_distances() {
         assert_eq!(duration_ms(42), "42 ms");
         assert_eq!(duration_ms(2_400), "2.4 s");
@@ -89,6 +124,7 @@ mod tests {
         assert_eq!(relative(61_000, 0), "in 1 min");
         assert_eq!(relative(0, 12_000), "12 s ago");
         assert_eq!(relative(7_200_000, 0), "in 2 h 0 min");
+        assert_eq!(relative(500, 0), "now");
     }
 }
 

@@ -232,3 +232,34 @@ test('a session that runs out on an open page offers the way back in', async ({ 
   await expect(page).toHaveURL(/\/login\?next=%2Fevents%2F/);
   await rx.stop();
 });
+
+test("times arrive in UTC and turn to the viewer's zone once the page runs", async ({ browser }, info) => {
+  const hydrated = info.project.name === 'hydrated';
+  const context = await browser.newContext({ timezoneId: 'Asia/Dhaka', javaScriptEnabled: hydrated });
+  const page = await context.newPage();
+  const rx = await Receiver.start();
+  const type = uniqueId('zone', info.project.name);
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  const id = uniqueId('evt_zone', info.project.name);
+  await api('POST', '/api/v1/events', { id, type, payload: {} });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+  await signIn(page, info);
+  await ready(page, info);
+
+  // The list: how long ago, the exact time on hover, UTC for machines.
+  await page.goto(`/events?type=${type}`);
+  await ready(page, info);
+  const listed = page.getByTestId('event-row').locator('time');
+  await expect(listed).toHaveText(/( ago|^now)$/);
+  await expect(listed).toHaveAttribute('datetime', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  await expect(listed).toHaveAttribute('title', hydrated ? /UTC\+06:00 · .* UTC$/ : /^\S+ \S+ UTC$/);
+
+  // The event: Dhaka's wall clock after hydration, UTC before it and without JavaScript.
+  await page.goto(`/events/${id}`);
+  await ready(page, info);
+  const created = page.locator('.page-head time');
+  await expect(created).toHaveText(hydrated ? /UTC\+06:00$/ : /UTC$/);
+  await expect(created).toHaveAttribute('title', /UTC$/);
+  await context.close();
+  await rx.stop();
+});

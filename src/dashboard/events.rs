@@ -77,6 +77,7 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
         })
         .collect();
     Ok(EventsList {
+        now: now.millis(),
         rows,
         next_cursor: page.next.as_ref().map(events::cursor),
         endpoints: endpoints

@@ -645,6 +645,11 @@ async fn the_payload_shown_is_the_payload_sent(store: Store) {
         .nth(1)
         .expect("a raw view");
     assert!(raw.contains(AWKWARD), "{raw}");
+    // Times reach the page in UTC, marked up for the browser to localise.
+    assert!(
+        html.contains(r#"<time datetime=""#) && html.contains(r#" UTC">"#),
+        "{html}"
+    );
     let pretty = html
         .split(r#"data-testid="payload""#)
         .nth(1)

@@ -86,6 +86,8 @@ pub struct EndpointOption {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventsList {
+    /// The server's clock when this was read, for "3 min ago".
+    pub now: i64,
     pub rows: Vec<EventRow>,
     pub next_cursor: Option<String>,
     pub endpoints: Vec<EndpointOption>,

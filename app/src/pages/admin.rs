@@ -11,8 +11,8 @@ use crate::{
     components::{
         layout::{allowed, ErrorNotice, Layout},
         new_key::NewKey,
+        time::Time,
     },
-    format,
 };
 
 fn share(rate: Option<f64>) -> String {
@@ -118,7 +118,7 @@ fn PlatformKeys() -> impl IntoView {
                                     view! {
                                         <li data-testid="platform-key-row">
                                             <code>{format!("{}…", k.prefix)}</code>
-                                            " " <span class="muted small">{format::time(k.created_at)}</span> " "
+                                            " " <span class="muted small"><Time ms=k.created_at /></span> " "
                                             {match k.revoked_at {
                                                 Some(_) => view! { <span class="badge expired">"revoked"</span> }.into_any(),
                                                 None => view! {
@@ -177,7 +177,7 @@ pub fn AuditPage() -> impl IntoView {
                                             };
                                             view! {
                                                 <tr data-testid="audit-row">
-                                                    <td class="time">{format::time(r.created_at)}</td>
+                                                    <td class="time"><Time ms=r.created_at /></td>
                                                     <td><code>{r.actor}</code></td>
                                                     <td>{what}<div class="muted small"><code>{r.criteria}</code></div></td>
                                                     <td>{r.count}</td>

@@ -9,8 +9,10 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::{
     api::admin::{replay_preview, replay_status, ReplayCancel, ReplayStart},
-    components::layout::{ErrorNotice, Layout},
-    format,
+    components::{
+        layout::{ErrorNotice, Layout},
+        time::Time,
+    },
     model::admin::{ReplayForm, ReplayView},
 };
 
@@ -190,7 +192,7 @@ fn Progress(r: ReplayView, cancel: ServerAction<ReplayCancel>) -> impl IntoView 
     view! {
         <h1>{format!("Replay of {} deliveries", r.count)}</h1>
         <p class="muted">
-            "Started " {format::time(r.created_at)} " by " <code>{r.actor.clone()}</code>
+            "Started " <Time ms=r.created_at /> " by " <code>{r.actor.clone()}</code>
             " · " <span data-testid="replay-status">{r.status.clone()}</span>
         </p>
         <div class="progress" role="progressbar" aria-valuenow=percent aria-valuemin="0" aria-valuemax="100">

@@ -9,8 +9,8 @@ use crate::{
         ask_first::AskFirst,
         layout::{ErrorNotice, Layout},
         new_key::NewKey,
+        time::Time,
     },
-    format,
 };
 
 #[component]
@@ -65,10 +65,10 @@ pub fn ApiKeysPage() -> impl IntoView {
                                             view! {
                                                 <tr data-testid="key-row">
                                                     <td><code>{format!("{}…", k.prefix)}</code></td>
-                                                    <td class="time">{format::time(k.created_at)}</td>
+                                                    <td class="time"><Time ms=k.created_at /></td>
                                                     <td>
                                                         {match k.revoked_at {
-                                                            Some(t) => view! { <span class="badge expired">"revoked"</span> <span class="muted small">{format::time(t)}</span> }.into_any(),
+                                                            Some(t) => view! { <span class="badge expired">"revoked"</span> <span class="muted small"><Time ms=t /></span> }.into_any(),
                                                             None => view! { <span class="badge delivered">"active"</span> }.into_any(),
                                                         }}
                                                     </td>

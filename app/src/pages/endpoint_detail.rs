@@ -10,7 +10,10 @@ use crate::{
         get_endpoint, DeleteEndpoint, DiscardQueue, PauseEndpoint, ResumeEndpoint, RevealSecret,
         RotateSecret, SendTestEvent,
     },
-    components::layout::{allowed, ErrorNotice, Layout},
+    components::{
+        layout::{allowed, ErrorNotice, Layout},
+        time::Time,
+    },
     format,
     model::endpoints::{percent, EndpointDetail},
     pages::endpoints::ConditionBadge,
@@ -175,7 +178,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                             .map(|e| {
                                 view! {
                                     <li>
-                                        <span class="muted small">{format::time(e.at)}</span>
+                                        <span class="muted small"><Time ms=e.at /></span>
                                         " "
                                         <a href=format!("/events/{}", format::path_segment(&e.event_id))>{e.event_id.clone()}</a>
                                         <div>{e.explanation.clone()}</div>
@@ -362,7 +365,7 @@ fn Secret(
         </div>
         {shown}
         {previous_until.map(|until| view! {
-            <p class="muted small">"The previous secret also signs until " {format::time(until)} "."</p>
+            <p class="muted small">"The previous secret also signs until " <Time ms=until /> "."</p>
         })}
     }
 }

@@ -5,7 +5,10 @@ use leptos_meta::Title;
 
 use crate::{
     api::endpoints::{list_endpoints, CreateEndpoint},
-    components::layout::{allowed, ErrorNotice, Layout},
+    components::{
+        layout::{allowed, ErrorNotice, Layout},
+        time::Time,
+    },
     format,
     model::endpoints::{Condition, EndpointSummary},
 };
@@ -84,7 +87,7 @@ fn EndpointRow(e: EndpointSummary) -> impl IntoView {
             view! {
                 <span class=class>{status}</span>
                 " "
-                <span class="muted small">{format::time(l.at)}</span>
+                <span class="muted small"><Time ms=l.at /></span>
             }
             .into_any()
         }

@@ -16,6 +16,7 @@ use crate::{
         copy_button::CopyButton,
         layout::{allowed, ErrorNotice, Layout},
         raw_or_pretty::RawOrPretty,
+        time::Time,
     },
     error::AppError,
     format,
@@ -177,7 +178,7 @@ fn EventView(event: EventDetail) -> impl IntoView {
             <p class="muted">
                 <code data-testid="event-id">{event.id.clone()}</code>
                 " · created "
-                {format::time(event.created_at)}
+                <Time ms=event.created_at />
                 <Show when=move || moving() && !hydrated.get()>
                     " · "
                     <a href=refresh_href data-testid="refresh">"Refresh"</a>
@@ -253,21 +254,22 @@ fn DeliveryCard(
         )
     });
     let status = move || card.with(|d| d.status);
+    // Rebuilt only when the card changes; the relative part follows the
+    // clock on its own.
     let when = move || {
         card.with(|d| {
             let attempts = d.attempts.len();
-            let plural = if attempts == 1 { "" } else { "s" };
-            let head = match (d.next_attempt_at, d.finished_at) {
-                (Some(next), _) => format!(
-                    "Next attempt {} ({}) · gives up {}",
-                    format::relative(next, now.get()),
-                    format::time(next),
-                    format::time(d.give_up_at)
-                ),
-                (None, Some(done)) => format!("Finished {}", format::time(done)),
-                (None, None) => format!("Gives up {}", format::time(d.give_up_at)),
-            };
-            format!("{head} · {attempts} attempt{plural}")
+            let count = format!(" · {attempts} attempt{}", if attempts == 1 { "" } else { "s" });
+            let give_up = d.give_up_at;
+            match (d.next_attempt_at, d.finished_at) {
+                (Some(next), _) => view! {
+                    "Next attempt " {move || format::relative(next, now.get())} " (" <Time ms=next />
+                    ") · gives up " <Time ms=give_up /> {count}
+                }
+                .into_any(),
+                (None, Some(done)) => view! { "Finished " <Time ms=done /> {count} }.into_any(),
+                (None, None) => view! { "Gives up " <Time ms=give_up /> {count} }.into_any(),
+            }
         })
     };
     let may_resend = allowed(|m| m.can_change);
@@ -338,7 +340,7 @@ fn Attempt(attempt: AttemptView, delivery_id: String, may_sign: bool) -> impl In
                 <span class="muted" data-testid="attempt-duration">
                     {format::duration_ms(attempt.duration_ms)}
                 </span>
-                <span class="muted">{format::time(attempt.started_at)}</span>
+                <span class="muted"><Time ms=attempt.started_at /></span>
             </div>
             <p class="explanation" data-testid="attempt-explanation">{attempt.explanation.clone()}</p>
             {attempt.error.clone().map(|e| view! { <p class="notice warn small">{e}</p> })}

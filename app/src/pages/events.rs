@@ -8,7 +8,10 @@ use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::events::list_events,
-    components::layout::{ErrorNotice, Layout},
+    components::{
+        layout::{ErrorNotice, Layout},
+        time::Time,
+    },
     format,
     model::events::{EndpointOption, EventRow, EventsList, EventsQuery, RANGES, STATES},
 };
@@ -82,7 +85,7 @@ fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
                     </tr>
                 </thead>
                 <tbody>
-                    {list.rows.clone().into_iter().map(|row| view! { <Row row /> }).collect_view()}
+                    {list.rows.clone().into_iter().map(|row| view! { <Row row now=list.now /> }).collect_view()}
                 </tbody>
             </table>
         </Show>
@@ -95,7 +98,7 @@ fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
 }
 
 #[component]
-fn Row(row: EventRow) -> impl IntoView {
+fn Row(row: EventRow, now: i64) -> impl IntoView {
     let href = format!("/events/{}", format::path_segment(&row.id));
     view! {
         <tr data-testid="event-row">
@@ -119,7 +122,7 @@ fn Row(row: EventRow) -> impl IntoView {
                     })
                     .collect_view()}
             </td>
-            <td class="time">{format::time(row.created_at)}</td>
+            <td class="time"><Time ms=row.created_at relative_to=now /></td>
         </tr>
     }
 }

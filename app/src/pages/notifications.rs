@@ -5,7 +5,10 @@ use leptos_meta::Title;
 
 use crate::{
     api::account::list_notifications,
-    components::layout::{ErrorNotice, Layout},
+    components::{
+        layout::{ErrorNotice, Layout},
+        time::Time,
+    },
     format,
 };
 
@@ -37,7 +40,7 @@ pub fn NotificationsPage() -> impl IntoView {
                                     <article class="card notification" data-testid="notification">
                                         <div class="card-head">
                                             <h2>{n.subject}</h2>
-                                            <span class="muted small">{format::time(n.created_at)}</span>
+                                            <span class="muted small"><Time ms=n.created_at /></span>
                                         </div>
                                         <p>{n.body}</p>
                                         <p class="muted small">

@@ -9,8 +9,8 @@ use crate::{
     components::{
         copy_button::CopyButton,
         layout::{ErrorNotice, Layout},
+        time::Time,
     },
-    format,
     model::AccountRole,
 };
 
@@ -149,7 +149,7 @@ pub fn TeamPage() -> impl IntoView {
                                             <tr data-testid="invitation-row">
                                                 <td>{i.email}</td>
                                                 <td>{i.role.as_str()}</td>
-                                                <td class="time">{format::time(i.expires_at)}</td>
+                                                <td class="time"><Time ms=i.expires_at /></td>
                                                 <td>
                                                     <ActionForm action=withdraw>
                                                         <input type="hidden" name="id" value=i.id />
