@@ -11,7 +11,7 @@ use app::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
+        endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         AccountRole, Me, Permission, Viewer,
@@ -170,7 +170,7 @@ impl Dashboard for Adapter {
     async fn create_endpoint(
         &self,
         viewer: &Viewer,
-        form: NewEndpointForm,
+        form: EndpointForm,
     ) -> Result<String, AppError> {
         need(viewer, Permission::Change)?;
         endpoints::create(&self.ctx, viewer, form).await

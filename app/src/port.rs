@@ -11,7 +11,7 @@ use crate::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
+        endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         Me, Viewer,
@@ -38,7 +38,7 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn create_endpoint(
         &self,
         viewer: &Viewer,
-        form: NewEndpointForm,
+        form: EndpointForm,
     ) -> Result<String, AppError>;
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn pause_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;

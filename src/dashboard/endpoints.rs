@@ -4,7 +4,7 @@ use app::{
     error::AppError,
     model::{
         endpoints::{
-            Condition, EndpointDetail, EndpointSummary, ErrorLine, LastAttempt, NewEndpointForm,
+            Condition, EndpointDetail, EndpointForm, EndpointSummary, ErrorLine, LastAttempt,
             Resumed,
         },
         Viewer,
@@ -132,7 +132,7 @@ fn rate_limit(raw: &str) -> Result<Option<i64>, AppError> {
     }
 }
 
-pub async fn create(ctx: &Ctx, viewer: &Viewer, form: NewEndpointForm) -> Result<String, AppError> {
+pub async fn create(ctx: &Ctx, viewer: &Viewer, form: EndpointForm) -> Result<String, AppError> {
     let input = EndpointInput {
         url: form.url,
         description: form.description.trim().to_string(),

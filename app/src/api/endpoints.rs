@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use crate::{
     error::AppError,
-    model::endpoints::{EndpointDetail, EndpointSummary, NewEndpointForm, Resumed},
+    model::endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
 };
 
 #[server(prefix = "/_fn", endpoint = "endpoints")]
@@ -21,7 +21,7 @@ pub async fn get_endpoint(id: String) -> Result<EndpointDetail, AppError> {
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_create")]
-pub async fn create_endpoint(form: NewEndpointForm) -> Result<String, AppError> {
+pub async fn create_endpoint(form: EndpointForm) -> Result<String, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
     let id = crate::port::answered(services.create_endpoint(&viewer, form).await)?;
     leptos_axum::redirect(&format!("/endpoints/{id}"));

@@ -135,9 +135,10 @@ pub struct ErrorLine {
     pub error: Option<String>,
 }
 
-/// The create form's fields as typed; the server validates them.
+/// The endpoint form's fields as typed, to add one or change one; the
+/// server validates them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NewEndpointForm {
+pub struct EndpointForm {
     pub url: String,
     pub description: String,
     /// Comma- or space-separated; empty means every type.
