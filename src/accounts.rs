@@ -3,6 +3,7 @@
 //! line and the dashboard create and change them only through here.
 
 mod bootstrap;
+pub mod key_use;
 mod links;
 pub mod password_reset;
 pub mod platform;
@@ -16,6 +17,7 @@ pub use sign_in::{sign_in, SignIn};
 use crate::{
     auth::{api_key, password},
     clock::Timestamp,
+    context::Ctx,
     error::{Error, OrNotFound, Result},
     store::{
         Account, AccountOverview, ApiKey, GlobalRates, Notification, PlatformKey, Role, Store,
@@ -93,12 +95,14 @@ pub async fn create_user(
 pub async fn create_api_key(
     store: &Store,
     account_id: &str,
+    name: &str,
     admin: bool,
     now: Timestamp,
 ) -> Result<api_key::NewKey> {
+    let name = key_use::checked_name(name)?;
     let key = api_key::generate();
     store
-        .create_api_key(account_id, &key.prefix, &key.hash, admin, now)
+        .create_api_key(account_id, &name, &key.prefix, &key.hash, admin, now)
         .await?;
     Ok(key)
 }
@@ -128,8 +132,9 @@ pub enum KeyHolder {
     Platform(PlatformKey),
 }
 
-/// The active key behind a bearer token.
-pub async fn authenticate(store: &Store, key: &str) -> Result<KeyHolder> {
+/// The active key behind a bearer token; its use is recorded.
+pub async fn authenticate(ctx: &Ctx, key: &str) -> Result<KeyHolder> {
+    let store = &ctx.store;
     let hash = api_key::hash(key);
     let found = if key.starts_with(api_key::PLATFORM_KEY_PREFIX) {
         store
@@ -140,7 +145,16 @@ pub async fn authenticate(store: &Store, key: &str) -> Result<KeyHolder> {
         store.active_api_key(&hash).await.map(KeyHolder::Account)
     };
     match found {
-        Ok(holder) => Ok(holder),
+        Ok(holder) => {
+            let (platform, id) = match &holder {
+                KeyHolder::Account(k) => (false, &k.id),
+                KeyHolder::Platform(k) => (true, &k.id),
+            };
+            ctx.key_uses
+                .record(store, platform, id, ctx.clock.now())
+                .await;
+            Ok(holder)
+        }
         Err(StoreError::NotFound) => Err(Error::Unauthorized("unknown or revoked API key".into())),
         Err(e) => Err(e.into()),
     }

@@ -110,6 +110,9 @@ enum ApiKeyCmd {
         /// A platform key acts on any account, at /api/v1/accounts/….
         #[arg(long, env = "DAKGHAR_PLATFORM", conflicts_with_all = ["account", "admin"])]
         platform: bool,
+        /// What the key is for, shown beside it in the dashboard.
+        #[arg(long, default_value = "")]
+        name: String,
     },
 }
 
@@ -214,15 +217,22 @@ async fn run(cli: Cli) -> CliResult {
             account,
             admin,
             platform: true,
+            name,
         }) => {
             debug_assert!(account.is_none() && !admin, "clap keeps them apart");
-            let key = accounts::platform::create_key(&store, clock.now()).await?;
+            let key = accounts::platform::create_key(&store, &name, clock.now()).await?;
             println!("{}", key.key);
             Ok(())
         }
-        Command::ApiKey(ApiKeyCmd::Create { account, admin, .. }) => {
+        Command::ApiKey(ApiKeyCmd::Create {
+            account,
+            admin,
+            name,
+            ..
+        }) => {
             let account = find_account(&store, account.as_deref().unwrap_or_default()).await?;
-            let key = accounts::create_api_key(&store, &account.id, admin, clock.now()).await?;
+            let key =
+                accounts::create_api_key(&store, &account.id, &name, admin, clock.now()).await?;
             println!("{}", key.key);
             Ok(())
         }

@@ -8,6 +8,7 @@ use axum::extract::FromRef;
 use leptos::prelude::LeptosOptions;
 
 use crate::{
+    accounts::key_use::KeyUses,
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
@@ -25,6 +26,7 @@ pub struct Ctx {
     pub ingester: Ingester,
     /// Wakes the mailer: someone waits for an email just queued.
     pub mail: Arc<tokio::sync::Notify>,
+    pub key_uses: KeyUses,
 }
 
 impl Ctx {

@@ -11,7 +11,9 @@ use app::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
+        endpoints::{
+            EndpointDetail, EndpointForm, EndpointSummary, RecoverForm, RecoverPreview, Resumed,
+        },
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         AccountRole, Me, Permission, Viewer,
@@ -176,6 +178,21 @@ impl Dashboard for Adapter {
         endpoints::create(&self.ctx, viewer, form).await
     }
 
+    async fn endpoint_form(&self, viewer: &Viewer, id: &str) -> Result<EndpointForm, AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::form(&self.ctx, viewer, id).await
+    }
+
+    async fn update_endpoint(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        form: EndpointForm,
+    ) -> Result<(), AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::update(&self.ctx, viewer, id, form).await
+    }
+
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
         need(viewer, Permission::Change)?;
         endpoints::delete(&self.ctx, viewer, id).await
@@ -199,6 +216,21 @@ impl Dashboard for Adapter {
     ) -> Result<i64, AppError> {
         need(viewer, Permission::Change)?;
         endpoints::discard_queue(&self.ctx, viewer, id, expected).await
+    }
+
+    async fn recover_preview(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        form: RecoverForm,
+    ) -> Result<RecoverPreview, AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::recover_preview(&self.ctx, viewer, id, form).await
+    }
+
+    async fn recover(&self, viewer: &Viewer, id: &str, since: i64) -> Result<i64, AppError> {
+        need(viewer, Permission::Change)?;
+        endpoints::recover(&self.ctx, viewer, id, since).await
     }
 
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
@@ -231,9 +263,9 @@ impl Dashboard for Adapter {
         account::api_keys(&self.ctx, viewer).await
     }
 
-    async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError> {
+    async fn create_api_key(&self, viewer: &Viewer, name: &str) -> Result<String, AppError> {
         need(viewer, Permission::ManageKeys)?;
-        account::create_api_key(&self.ctx, viewer).await
+        account::create_api_key(&self.ctx, viewer, name).await
     }
 
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {
@@ -273,8 +305,8 @@ impl Dashboard for Adapter {
         admin::platform_keys(&self.ctx, viewer).await
     }
 
-    async fn create_platform_key(&self, viewer: &Viewer) -> Result<String, AppError> {
-        admin::create_platform_key(&self.ctx, viewer).await
+    async fn create_platform_key(&self, viewer: &Viewer, name: &str) -> Result<String, AppError> {
+        admin::create_platform_key(&self.ctx, viewer, name).await
     }
 
     async fn revoke_platform_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError> {

@@ -89,6 +89,7 @@ impl Application {
                 config,
                 engine: Arc::clone(&engine),
                 mail: Arc::new(tokio::sync::Notify::new()),
+                key_uses: Default::default(),
             }),
         };
         let ctx = Arc::clone(&state.ctx);

@@ -1,5 +1,6 @@
 pub mod ask_first;
 pub mod copy_button;
+pub mod endpoint_fields;
 pub mod layout;
 pub mod new_key;
 pub mod raw_or_pretty;

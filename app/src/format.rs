@@ -30,6 +30,13 @@ pub fn iso(ms: i64) -> String {
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
+/// For `<input type="datetime-local">`: `2026-11-30T20:05` on the wall
+/// clock `offset_minutes` east of UTC.
+pub fn datetime_local(ms: i64, offset_minutes: i64) -> String {
+    let (y, m, d, h, mi, _) = civil(ms + offset_minutes * 60_000);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}")
+}
+
 /// Date and time of day, to the second.
 fn civil(ms: i64) -> (i64, u32, u32, i64, i64, i64) {
     let secs = ms.div_euclid(1000);
@@ -98,6 +105,13 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn datetime_local_is_the_wall_clock_of_the_offset() {
+        assert_eq!(datetime_local(951_782_400_000, 0), "2000-02-29T00:00");
+        assert_eq!(datetime_local(951_782_400_000, -90), "2000-02-28T22:30");
+        assert_eq!(datetime_local(951_782_459_999, 330), "2000-02-29T05:30");
+    }
 
     #[test]
     fn times_in_utc() {

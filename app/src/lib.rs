@@ -25,6 +25,8 @@ use crate::pages::{
     api_keys::ApiKeysPage,
     docs::DocsPage,
     endpoint_detail::EndpointDetailPage,
+    endpoint_edit::EndpointEditPage,
+    endpoint_recover::EndpointRecoverPage,
     endpoints::EndpointsPage,
     event_detail::EventDetailPage,
     events::EventsPage,
@@ -79,6 +81,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/events/:id") view=EventDetailPage ssr=SsrMode::Async />
                 <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async />
                 <Route path=path!("/endpoints/:id") view=EndpointDetailPage ssr=SsrMode::Async />
+                <Route path=path!("/endpoints/:id/edit") view=EndpointEditPage ssr=SsrMode::Async />
+                <Route path=path!("/endpoints/:id/recover") view=EndpointRecoverPage ssr=SsrMode::Async />
                 <Route path=path!("/notifications") view=NotificationsPage ssr=SsrMode::Async />
                 <Route path=path!("/api-keys") view=ApiKeysPage ssr=SsrMode::Async />
                 <Route path=path!("/docs") view=DocsPage ssr=SsrMode::Async />

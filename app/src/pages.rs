@@ -3,6 +3,8 @@ pub mod admin_replay;
 pub mod api_keys;
 pub mod docs;
 pub mod endpoint_detail;
+pub mod endpoint_edit;
+pub mod endpoint_recover;
 pub mod endpoints;
 pub mod event_detail;
 pub mod events;

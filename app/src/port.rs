@@ -11,7 +11,9 @@ use crate::{
     model::{
         account::{ApiKeyView, Contract, NotificationView},
         admin::{AdminOverview, PreviewLine, ReplayForm, ReplayView},
-        endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
+        endpoints::{
+            EndpointDetail, EndpointForm, EndpointSummary, RecoverForm, RecoverPreview, Resumed,
+        },
         events::{EventDetail, EventsList, EventsQuery},
         team::{InviteForm, Invited, Team},
         Me, Viewer,
@@ -40,6 +42,15 @@ pub trait Dashboard: Send + Sync + 'static {
         viewer: &Viewer,
         form: EndpointForm,
     ) -> Result<String, AppError>;
+    /// The endpoint's settings as the edit form shows them.
+    async fn endpoint_form(&self, viewer: &Viewer, id: &str) -> Result<EndpointForm, AppError>;
+    /// Replaces the endpoint's settings with the form's.
+    async fn update_endpoint(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        form: EndpointForm,
+    ) -> Result<(), AppError>;
     async fn delete_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn pause_endpoint(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     /// The queue drains; says what waited.
@@ -52,6 +63,15 @@ pub trait Dashboard: Send + Sync + 'static {
         id: &str,
         expected: i64,
     ) -> Result<i64, AppError>;
+    /// How many failed or expired deliveries a recovery would send again.
+    async fn recover_preview(
+        &self,
+        viewer: &Viewer,
+        id: &str,
+        form: RecoverForm,
+    ) -> Result<RecoverPreview, AppError>;
+    /// Sends again what failed or expired since `since`; returns how many.
+    async fn recover(&self, viewer: &Viewer, id: &str, since: i64) -> Result<i64, AppError>;
     async fn rotate_secret(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     async fn reveal_secret(&self, viewer: &Viewer, id: &str) -> Result<String, AppError>;
     /// Sends a `dakghar.test` event to this endpoint only; returns its id.
@@ -60,7 +80,7 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn contract(&self, viewer: &Viewer) -> Result<Contract, AppError>;
     async fn api_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError>;
     /// Returns the whole key, shown once.
-    async fn create_api_key(&self, viewer: &Viewer) -> Result<String, AppError>;
+    async fn create_api_key(&self, viewer: &Viewer, name: &str) -> Result<String, AppError>;
     async fn revoke_api_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     // Admin only: implementations refuse members with `Forbidden`.
     async fn admin_overview(&self, viewer: &Viewer) -> Result<AdminOverview, AppError>;
@@ -76,7 +96,7 @@ pub trait Dashboard: Send + Sync + 'static {
     async fn audit_log(&self, viewer: &Viewer) -> Result<Vec<ReplayView>, AppError>;
     async fn platform_keys(&self, viewer: &Viewer) -> Result<Vec<ApiKeyView>, AppError>;
     /// Returns the whole key, shown once.
-    async fn create_platform_key(&self, viewer: &Viewer) -> Result<String, AppError>;
+    async fn create_platform_key(&self, viewer: &Viewer, name: &str) -> Result<String, AppError>;
     async fn revoke_platform_key(&self, viewer: &Viewer, id: &str) -> Result<(), AppError>;
     // The team: owners only.
     async fn team(&self, viewer: &Viewer) -> Result<Team, AppError>;

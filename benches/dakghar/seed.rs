@@ -48,7 +48,14 @@ pub async fn account(store: &Store, endpoints: usize, url: &str, max_in_flight: 
 pub async fn key(store: &Store, account: &Account) -> String {
     let k = api_key::generate();
     store
-        .create_api_key(&account.id, &k.prefix, &k.hash, false, SystemClock.now())
+        .create_api_key(
+            &account.id,
+            "",
+            &k.prefix,
+            &k.hash,
+            false,
+            SystemClock.now(),
+        )
         .await
         .unwrap();
     k.key

@@ -163,13 +163,87 @@ test('notifications, API keys and the contract page', async ({ page }, info) => 
   if (info.project.name === 'hydrated') {
     // The whole key can only be shown by the page that asked for it.
     const before = await page.getByTestId('key-row').count();
+    await page.getByTestId('new-key-name').fill('e2e producer');
     await page.getByTestId('create-key').click();
     await expect(page.getByTestId('new-key')).toContainText('shown only this once');
     const key = (await page.getByTestId('new-key').locator('code').textContent())!.trim();
     const res = await fetch(`${new URL(page.url()).origin}/api/v1/endpoints`, { headers: { authorization: `Bearer ${key}` } });
     expect(res.status).toBe(200);
     await expect(page.getByTestId('key-row')).toHaveCount(before + 1);
+    await page.reload();
+    await ready(page, info);
+    const row = page.getByTestId('key-row').filter({ hasText: 'e2e producer' });
+    await expect(row.getByTestId('key-last-used')).not.toContainText('never');
   }
   await snapshot(page, info, 'api-keys');
+  await rx.stop();
+});
+
+test('editing an endpoint marks each wrong field, keeps what was typed, then saves', async ({ page }, info) => {
+  const [before, after] = [await Receiver.start(), await Receiver.start()];
+  const type = uniqueId('edit', info.project.name);
+  const created = await api('POST', '/api/v1/endpoints', { url: before.url, description: 'Before', event_types: [type] });
+  await signIn(page, info);
+  await page.goto(`/endpoints/${created.id}`);
+  await ready(page, info);
+  await page.getByTestId('edit').click();
+  await expect(page).toHaveURL(new RegExp(`/endpoints/${created.id}/edit`));
+  await ready(page, info);
+  await expect(page.getByLabel('URL')).toHaveValue(before.url);
+  await expect(page.getByLabel('Event types')).toHaveValue(type);
+
+  await page.getByLabel('Description').fill('After');
+  await page.getByLabel('Max in flight').fill('lots');
+  await page.getByLabel('Rate limit (per second)').fill('0');
+  await page.getByTestId('save-endpoint').click();
+  await expect(page.getByTestId('field-error-max_in_flight')).toContainText('whole number');
+  await expect(page.getByTestId('field-error-rate_limit_per_sec')).toContainText('at least 1');
+  await expect(page.getByTestId('field-error-url')).toHaveCount(0);
+  await expect(page.getByLabel('Max in flight')).toHaveAttribute('aria-invalid', 'true');
+  await expect(page.getByLabel('Description')).toHaveValue('After');
+  await expect(page.getByLabel('Max in flight')).toHaveValue('lots');
+
+  await page.getByLabel('URL').fill(after.url);
+  await page.getByLabel('Max in flight').fill('3');
+  await page.getByLabel('Rate limit (per second)').fill('');
+  await page.getByTestId('save-endpoint').click();
+  await expect(page).toHaveURL(new RegExp(`/endpoints/${created.id}$`));
+  await expect(page.locator('h1')).toHaveText(after.url);
+  await expect(page.getByTestId('in-flight-cap')).toHaveText('3');
+  await api('POST', '/api/v1/events', { type, payload: { edited: true } });
+  await expect.poll(() => after.requests.length, { timeout: 20_000 }).toBe(1);
+  expect(before.requests.length).toBe(0);
+  await api('DELETE', `/api/v1/endpoints/${created.id}`);
+  await Promise.all([before.stop(), after.stop()]);
+});
+
+test('recover failed deliveries since a time: preview the count, confirm, they arrive', async ({ page }, info) => {
+  const rx = await Receiver.start([400, 400]);
+  const type = uniqueId('recover', info.project.name);
+  const created = await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  for (let i = 0; i < 2; i++) await api('POST', '/api/v1/events', { type, payload: { i } });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(2);
+  await expect
+    .poll(async () => (await api('GET', `/api/v1/events?type=${type}&state=failed`)).data.length, { timeout: 20_000 })
+    .toBe(2);
+
+  await signIn(page, info);
+  await page.goto(`/endpoints/${created.id}`);
+  await ready(page, info);
+  await page.getByTestId('recover').click();
+  await ready(page, info);
+  // The start defaults to when the endpoint began failing, in the viewer's zone.
+  await expect(page.getByTestId('recover-since')).not.toHaveValue('');
+  await page.getByTestId('recover-preview-button').click();
+  await ready(page, info);
+  await expect(page.getByTestId('recover-count')).toContainText('2 deliveries to this endpoint failed or expired since');
+  await snapshot(page, info, 'endpoint-recover');
+  await page.getByTestId('recover-confirm').click();
+  await expect(page).toHaveURL(new RegExp(`/endpoints/${created.id}\\?recovered=2`));
+  await expect(page.getByTestId('recovered')).toHaveText('Sending 2 deliveries again, spread over 5 minutes.');
+  // The first goes at once, the other later in the five minutes.
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(3);
+  expect(rx.requests[2].status).toBe(200);
+  await api('DELETE', `/api/v1/endpoints/${created.id}`);
   await rx.stop();
 });

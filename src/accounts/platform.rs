@@ -118,10 +118,11 @@ pub async fn delete_account(store: &Store, id: &str) -> Result<Deleted> {
 }
 
 /// A new platform key; the whole key is in the answer, shown once.
-pub async fn create_key(store: &Store, now: Timestamp) -> Result<api_key::NewKey> {
+pub async fn create_key(store: &Store, name: &str, now: Timestamp) -> Result<api_key::NewKey> {
+    let name = super::key_use::checked_name(name)?;
     let key = api_key::generate_platform();
     store
-        .create_platform_key(&key.prefix, &key.hash, now)
+        .create_platform_key(&name, &key.prefix, &key.hash, now)
         .await?;
     Ok(key)
 }

@@ -46,7 +46,7 @@ pub async fn key_holder(parts: &Parts, state: &AppState) -> Result<KeyHolder, Ap
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .ok_or_else(|| ApiError::unauthorized("Authorization must be: Bearer <api key>"))?;
-    Ok(accounts::authenticate(&state.ctx.store, key).await?)
+    Ok(accounts::authenticate(&state.ctx, key).await?)
 }
 
 /// The `{account}` of a `/api/v1/accounts/{account}/…` route, if this is one.

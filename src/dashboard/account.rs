@@ -37,14 +37,17 @@ pub async fn api_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>, App
             prefix: k.prefix,
             created_at: k.created_at,
             revoked_at: k.revoked_at,
+            name: k.name,
+            last_used_at: k.last_used_at,
         })
         .collect())
 }
 
 /// Customers create plain keys; admin keys come from the command line.
-pub async fn create_api_key(ctx: &Ctx, viewer: &Viewer) -> Result<String, AppError> {
+pub async fn create_api_key(ctx: &Ctx, viewer: &Viewer, name: &str) -> Result<String, AppError> {
     let key =
-        accounts::create_api_key(&ctx.store, &viewer.account_id, false, ctx.clock.now()).await?;
+        accounts::create_api_key(&ctx.store, &viewer.account_id, name, false, ctx.clock.now())
+            .await?;
     Ok(key.key)
 }
 

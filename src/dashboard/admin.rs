@@ -166,13 +166,19 @@ pub async fn platform_keys(ctx: &Ctx, viewer: &Viewer) -> Result<Vec<ApiKeyView>
             prefix: k.prefix,
             created_at: k.created_at,
             revoked_at: k.revoked_at,
+            name: k.name,
+            last_used_at: k.last_used_at,
         })
         .collect())
 }
 
-pub async fn create_platform_key(ctx: &Ctx, viewer: &Viewer) -> Result<String, AppError> {
+pub async fn create_platform_key(
+    ctx: &Ctx,
+    viewer: &Viewer,
+    name: &str,
+) -> Result<String, AppError> {
     require_admin(viewer)?;
-    let key = platform::create_key(&ctx.store, ctx.clock.now()).await?;
+    let key = platform::create_key(&ctx.store, name, ctx.clock.now()).await?;
     tracing::info!(actor = %viewer.actor, "platform key created");
     Ok(key.key)
 }

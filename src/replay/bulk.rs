@@ -2,13 +2,14 @@
 //! spread over a window (and within each endpoint's rate limit), tell each
 //! affected account, follow it, cancel what has not been attempted yet.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use crate::{
+    clock::Timestamp,
     context::Ctx,
     error::{Error, OrNotFound, Result},
     jobs::alerts::texts,
-    store::{Replay, ReplayCriteria, ReplayGroup, ReplayProgress, StoreError},
+    store::{Replay, ReplayCriteria, ReplayGroup, ReplayProgress, ReplayRun, StoreError},
 };
 
 /// The longest window a replay may be spread over.
@@ -50,7 +51,6 @@ pub async fn start(
 ) -> Result<Replay> {
     check(criteria, window)?;
     let now = ctx.clock.now();
-    let retry_window = ctx.engine.settings().retry_window;
     // A large replay is announced before it starts (chapter 003), so the
     // receivers' owners can get ready for the spike.
     let total: i64 = ctx
@@ -65,9 +65,42 @@ pub async fn start(
     } else {
         now
     };
-    let (replay, per_account) = match ctx
+    let (replay, per_account) = launch(ctx, criteria, actor, "bulk", window, starts_at).await?;
+    let spread = humantime::format_duration(window).to_string();
+    for (account_id, n) in per_account {
+        texts::redelivering(n, &spread, (starts_at > now).then_some(starts_at))
+            .write(&ctx.store, &account_id, None, now)
+            .await?;
+    }
+    Ok(replay)
+}
+
+/// Resets what matches, spread over `window` from `starts_at`, under an
+/// audit row of `kind`, and wakes the workers. Returns the row and how
+/// many deliveries of each account were reset.
+pub(super) async fn launch(
+    ctx: &Ctx,
+    criteria: &ReplayCriteria,
+    actor: &str,
+    kind: &str,
+    window: Duration,
+    starts_at: Timestamp,
+) -> Result<(Replay, HashMap<String, i64>)> {
+    let now = ctx.clock.now();
+    let retry_window = ctx.engine.settings().retry_window;
+    let started = match ctx
         .store
-        .start_replay(criteria, actor, window, retry_window, now, starts_at)
+        .start_replay(
+            criteria,
+            ReplayRun {
+                actor,
+                kind,
+                window,
+                retry_window,
+                now,
+                starts_at,
+            },
+        )
         .await
     {
         Ok(started) => started,
@@ -76,18 +109,13 @@ pub async fn start(
         }
         Err(e) => return Err(e.into()),
     };
-    let spread = humantime::format_duration(window).to_string();
-    for (account_id, n) in per_account {
-        texts::redelivering(n, &spread, (starts_at > now).then_some(starts_at))
-            .write(&ctx.store, &account_id, None, now)
-            .await?;
-    }
-    tracing::info!(replay = %replay.id, count = replay.count, actor, "bulk replay started");
+    let replay = &started.0;
+    tracing::info!(replay = %replay.id, kind, count = replay.count, actor, "replay started");
     metrics::counter!("dakghar_replays_total").increment(1);
     metrics::counter!("dakghar_replayed_deliveries_total")
         .increment(u64::try_from(replay.count).unwrap_or(0));
     ctx.engine.wake().await;
-    Ok(replay)
+    Ok(started)
 }
 
 /// A replay and where its deliveries are now.

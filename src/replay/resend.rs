@@ -47,8 +47,7 @@ pub async fn resend(
         )
         .await?;
     if let Some(free_at) = over {
-        let wait_ms = (free_at.millis() - now.millis()).max(1);
-        let retry_after_s = u64::try_from((wait_ms + 999) / 1000).unwrap_or(60);
+        let retry_after_s = super::seconds_until(now, free_at);
         return Err(Error::RateLimited {
             message: format!(
                 "at most {limit} resends per minute per endpoint; try again in {retry_after_s} s"

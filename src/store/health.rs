@@ -10,6 +10,7 @@ use super::{Attempt, Pool, Result, Store};
 use crate::clock::Timestamp;
 
 const HOUR_MS: i64 = 3_600_000;
+const DAY_MS: i64 = 24 * HOUR_MS;
 
 /// Attempts in a time window.
 #[derive(Debug, Clone, Default, PartialEq, Eq, FromRow)]
@@ -35,10 +36,22 @@ pub struct Health {
     /// 24 hourly buckets, oldest first, the current hour last:
     /// (hour start, delivered, not delivered).
     pub hourly: Vec<(i64, i64, i64)>,
+    /// Attempt durations per hour of those 24, oldest first.
+    pub latency_hourly: Vec<Latency>,
+    /// Per day of the last 7 (UTC days, today last).
+    pub latency_daily: Vec<Latency>,
     /// Newest first.
     pub last_errors: Vec<Attempt>,
     pub pending: i64,
     pub in_flight: i64,
+}
+
+/// Nearest-rank percentiles of the attempts that started in a bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    pub start: i64,
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
 }
 
 #[derive(FromRow)]
@@ -109,6 +122,14 @@ impl Store {
             .await?;
         let p95_ms_day = self.p95(endpoint_id, day_ago, day.attempts).await?;
         let hourly = self.hourly(endpoint_id, now).await?;
+        let this_hour = now.millis().div_euclid(HOUR_MS) * HOUR_MS;
+        let latency_hourly = self
+            .latency(endpoint_id, this_hour - 23 * HOUR_MS, HOUR_MS, 24)
+            .await?;
+        let today = now.millis().div_euclid(DAY_MS) * DAY_MS;
+        let latency_daily = self
+            .latency(endpoint_id, today - 6 * DAY_MS, DAY_MS, 7)
+            .await?;
         let errors =
             "SELECT * FROM attempts WHERE endpoint_id = $1 AND classification <> 'delivered' \
                       ORDER BY started_at DESC LIMIT 5";
@@ -130,6 +151,8 @@ impl Store {
             week,
             p95_ms_day,
             hourly,
+            latency_hourly,
+            latency_daily,
             last_errors,
             pending,
             in_flight,
@@ -184,5 +207,49 @@ impl Store {
             }
         }
         Ok(hours)
+    }
+
+    /// p50 and p95 of each of `buckets` spans of `span` ms from `first`,
+    /// exact (nearest rank): each bucket's attempts ranked by duration,
+    /// the two ranks kept.
+    async fn latency(
+        &self,
+        endpoint_id: &str,
+        first: i64,
+        span: i64,
+        buckets: i64,
+    ) -> Result<Vec<Latency>> {
+        let sql = "SELECT bucket, rn, n, duration_ms FROM ( \
+                     SELECT (started_at - $2) / $3 AS bucket, duration_ms, \
+                            ROW_NUMBER() OVER (PARTITION BY (started_at - $2) / $3 \
+                                               ORDER BY duration_ms) AS rn, \
+                            COUNT(*) OVER (PARTITION BY (started_at - $2) / $3) AS n \
+                     FROM attempts WHERE endpoint_id = $1 AND started_at >= $2) ranked \
+                   WHERE rn = (n * 50 + 99) / 100 OR rn = (n * 95 + 99) / 100";
+        let rows: Vec<(i64, i64, i64, i64)> = on_pool!(self, |p| sqlx::query_as(sql)
+            .bind(endpoint_id)
+            .bind(first)
+            .bind(span)
+            .fetch_all(p)
+            .await)?;
+        let mut out: Vec<Latency> = (0..buckets)
+            .map(|b| Latency {
+                start: first + b * span,
+                ..Latency::default()
+            })
+            .collect();
+        for (bucket, rank, n, ms) in rows {
+            let Some(slot) = usize::try_from(bucket).ok().and_then(|b| out.get_mut(b)) else {
+                continue;
+            };
+            // With one or two attempts both ranks are the same row.
+            if rank == (n * 50 + 99) / 100 {
+                slot.p50_ms = Some(ms);
+            }
+            if rank == (n * 95 + 99) / 100 {
+                slot.p95_ms = Some(ms);
+            }
+        }
+        Ok(out)
     }
 }

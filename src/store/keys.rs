@@ -8,13 +8,15 @@ impl Store {
     pub async fn create_api_key(
         &self,
         account_id: &str,
+        name: &str,
         prefix: &str,
         key_hash: &str,
         is_admin: bool,
         now: Timestamp,
     ) -> Result<ApiKey> {
-        let sql = "INSERT INTO api_keys (id, account_id, prefix, key_hash, is_admin, created_at) \
-                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING *";
+        let sql = "INSERT INTO api_keys \
+                     (id, account_id, prefix, key_hash, is_admin, created_at, name) \
+                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *";
         let id = ids::new_id(ids::API_KEY);
         on_pool!(self, |p| sqlx::query_as::<_, ApiKey>(sql)
             .bind(&id)
@@ -23,6 +25,7 @@ impl Store {
             .bind(key_hash)
             .bind(is_admin)
             .bind(now.millis())
+            .bind(name)
             .fetch_one(p)
             .await)
         .map_err(|e| conflict_as(e, "an API key with this hash"))
@@ -60,18 +63,20 @@ impl Store {
 
     pub async fn create_platform_key(
         &self,
+        name: &str,
         prefix: &str,
         key_hash: &str,
         now: Timestamp,
     ) -> Result<PlatformKey> {
-        let sql = "INSERT INTO platform_keys (id, prefix, key_hash, created_at) \
-                   VALUES ($1, $2, $3, $4) RETURNING *";
+        let sql = "INSERT INTO platform_keys (id, prefix, key_hash, created_at, name) \
+                   VALUES ($1, $2, $3, $4, $5) RETURNING *";
         let id = ids::new_id(ids::PLATFORM_KEY);
         on_pool!(self, |p| sqlx::query_as::<_, PlatformKey>(sql)
             .bind(&id)
             .bind(prefix)
             .bind(key_hash)
             .bind(now.millis())
+            .bind(name)
             .fetch_one(p)
             .await)
         .map_err(|e| conflict_as(e, "a platform key with this hash"))
@@ -102,5 +107,24 @@ impl Store {
             .await
             .map(|r| r.rows_affected()))?;
         expect_one(done)
+    }
+
+    /// Records that a key was used at `now`; a platform key's id names
+    /// its table. Leaves a later time in place.
+    pub async fn key_used(&self, platform: bool, id: &str, now: Timestamp) -> Result<()> {
+        let sql = if platform {
+            "UPDATE platform_keys SET last_used_at = $1 \
+             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)"
+        } else {
+            "UPDATE api_keys SET last_used_at = $1 \
+             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)"
+        };
+        on_pool!(self, |p| sqlx::query(sql)
+            .bind(now.millis())
+            .bind(id)
+            .execute(p)
+            .await
+            .map(|_| ()))?;
+        Ok(())
     }
 }

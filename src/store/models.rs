@@ -180,6 +180,10 @@ pub struct ApiKey {
     pub is_admin: bool,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    /// What the key is for, as its creator named it; may be empty.
+    pub name: String,
+    /// To the minute: uses are recorded at most once a minute.
+    pub last_used_at: Option<i64>,
 }
 
 /// A key of the platform: it acts on any account.
@@ -190,6 +194,8 @@ pub struct PlatformKey {
     pub key_hash: String,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    pub name: String,
+    pub last_used_at: Option<i64>,
 }
 
 /// A single-use link; `secret_hash` is all that is kept of its secret.
@@ -420,7 +426,8 @@ pub struct Replay {
     pub criteria: String,
     pub count: i64,
     pub created_at: i64,
-    /// Bulk replays: `running`, then `cancelled` if stopped; singles `done`.
+    /// Bulk replays and recoveries: `running`, then `cancelled` if an
+    /// admin stopped a bulk one; singles `done`.
     pub status: String,
     pub window_ms: Option<i64>,
 }

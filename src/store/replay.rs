@@ -27,6 +27,19 @@ pub struct ReplayCriteria {
     pub event_type: Option<String>,
 }
 
+/// Who starts a replay, of which kind (`bulk`, `recover`), and its timing.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayRun<'a> {
+    pub actor: &'a str,
+    pub kind: &'a str,
+    /// Spread the next attempts over this, from `starts_at`.
+    pub window: std::time::Duration,
+    /// Each reset delivery's fresh retry window.
+    pub retry_window: std::time::Duration,
+    pub now: Timestamp,
+    pub starts_at: Timestamp,
+}
+
 /// One line of a preview: how many of an endpoint's deliveries match.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
 pub struct ReplayGroup {
@@ -106,12 +119,16 @@ impl Store {
     pub async fn start_replay(
         &self,
         c: &ReplayCriteria,
-        actor: &str,
-        window: std::time::Duration,
-        retry_window: std::time::Duration,
-        now: Timestamp,
-        starts_at: Timestamp,
+        run: ReplayRun<'_>,
     ) -> Result<(Replay, HashMap<String, i64>)> {
+        let ReplayRun {
+            actor,
+            kind,
+            window,
+            retry_window,
+            now,
+            starts_at,
+        } = run;
         if let Some(account) = &c.account_id {
             self.account(account).await?;
         }
@@ -121,7 +138,7 @@ impl Store {
         let criteria = serde_json::to_string(c).unwrap_or_default();
         let audit =
             "INSERT INTO replays (id, account_id, actor, kind, criteria, count, created_at, \
-                     status, window_ms) VALUES ($1, $2, $3, 'bulk', $4, $5, $6, 'running', $7)";
+                     status, window_ms) VALUES ($1, $2, $3, $8, $4, $5, $6, 'running', $7)";
         on_pool!(self, |p| sqlx::query(audit)
             .bind(&id)
             .bind(&c.account_id)
@@ -130,6 +147,7 @@ impl Store {
             .bind(total)
             .bind(now.millis())
             .bind(window_ms)
+            .bind(kind)
             .execute(p)
             .await
             .map(|_| ()))?;

@@ -31,7 +31,7 @@ on_both_backends!(
 async fn admin_key(app: &TestApp, account_id: &str) -> String {
     let k = api_key::generate();
     app.store
-        .create_api_key(account_id, &k.prefix, &k.hash, true, app.clock.now())
+        .create_api_key(account_id, "", &k.prefix, &k.hash, true, app.clock.now())
         .await
         .unwrap();
     k.key

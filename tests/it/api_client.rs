@@ -41,7 +41,7 @@ impl Api {
             .unwrap();
         let k = api_key::generate();
         app.store
-            .create_api_key(&acc.id, &k.prefix, &k.hash, false, app.clock.now())
+            .create_api_key(&acc.id, "", &k.prefix, &k.hash, false, app.clock.now())
             .await
             .unwrap();
         k.key

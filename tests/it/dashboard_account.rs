@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use dakghar::{config::ServeConfig, store::Store};
+use dakghar::{clock::Clock, config::ServeConfig, store::Store};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
 use crate::{
     dashboard_events::{customer, tick_until_idle},
-    helpers::spawn_app_with,
+    helpers::{page_html, spawn_app_with},
     receiver::Receiver,
 };
 
@@ -54,7 +54,13 @@ async fn api_keys_are_shown_once_work_and_can_be_revoked(store: Store) {
     let ana = customer(&app, "Acme", "ana@acme.example").await;
     let bob = customer(&app, "Bobco", "bob@bobco.example").await;
 
-    let (status, key) = ana.call(&app, "api_key_create", &[]).await;
+    let (status, body) = ana
+        .call(&app, "api_key_create", &[("name", "line one\nline two")])
+        .await;
+    assert!(body.to_string().contains("one line"), "{status}: {body}");
+    let (status, key) = ana
+        .call(&app, "api_key_create", &[("name", "  Billing producer ")])
+        .await;
     assert_eq!(status, StatusCode::OK);
     let key = key.as_str().unwrap().to_string();
     let use_key = |key: String| {
@@ -87,6 +93,32 @@ async fn api_keys_are_shown_once_work_and_can_be_revoked(store: Store) {
         "listed by prefix only"
     );
     let id = listed["id"].as_str().unwrap();
+    assert_eq!(listed["name"], "Billing producer");
+    let used = listed["last_used_at"].as_i64().expect("used once");
+    assert_eq!(used, app.clock.now().millis());
+
+    // Uses are recorded to the minute: one a second later is not written,
+    // one a minute later is.
+    app.clock.advance(Duration::from_secs(1));
+    assert_eq!(use_key(key.clone()).await, StatusCode::OK);
+    let last_used = || async {
+        let (_, keys) = ana.call(&app, "api_keys", &[]).await;
+        keys.as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["id"] == id)
+            .unwrap()["last_used_at"]
+            .as_i64()
+    };
+    assert_eq!(last_used().await, Some(used));
+    app.clock.advance(Duration::from_secs(60));
+    assert_eq!(use_key(key.clone()).await, StatusCode::OK);
+    assert_eq!(last_used().await, Some(app.clock.now().millis()));
+    let html = page_html(&ana.web, &app.url("/api-keys")).await;
+    assert!(
+        html.contains("Billing producer") && html.contains("Last used"),
+        "{html}"
+    );
 
     let (status, body) = bob.call(&app, "api_key_revoke", &[("id", id)]).await;
     assert!(!status.is_success());

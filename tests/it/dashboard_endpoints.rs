@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::{
     dashboard_events::{customer, tick_until_idle},
-    helpers::spawn_app_with,
+    helpers::{page_html, spawn_app_with},
     receiver::Receiver,
 };
 
@@ -23,6 +23,8 @@ on_both_backends!(
     another_account_cannot_see_or_change_an_endpoint,
     the_page_shows_a_throttle_and_a_lowered_cap,
     a_paused_queue_is_discarded_only_at_the_count_shown,
+    an_endpoint_is_edited_with_an_error_on_each_wrong_field,
+    a_customer_recovers_what_failed_since_a_time,
 );
 
 fn create_form<'a>(url: &'a str, types: &'a str) -> Vec<(&'static str, &'a str)> {
@@ -316,11 +318,16 @@ async fn another_account_cannot_see_or_change_an_endpoint(store: Store) {
         "endpoint_rotate",
         "endpoint_test",
         "endpoint_delete",
+        "endpoint_form",
     ] {
         let (status, body) = bob.call(&app, f, &[("id", id)]).await;
         assert!(!status.is_success(), "{f}");
         assert!(body.to_string().contains("NotFound"), "{f}: {body}");
     }
+    let mut edit = create_form("https://bob.example/hook", "");
+    edit.push(("id", id));
+    let (status, body) = bob.call(&app, "endpoint_update", &edit).await;
+    assert!(body.to_string().contains("NotFound"), "{status}: {body}");
     let (_, listed) = bob.call(&app, "endpoints", &[]).await;
     assert_eq!(listed, json!([]));
     let unchanged = app
@@ -329,6 +336,7 @@ async fn another_account_cannot_see_or_change_an_endpoint(store: Store) {
         .await
         .unwrap();
     assert_eq!(unchanged.state, "active");
+    assert_eq!(unchanged.url, "https://example.com/hook");
     assert_eq!(unchanged.secret, ep["secret"].as_str().unwrap());
     assert!(app
         .store
@@ -419,4 +427,258 @@ async fn a_paused_queue_is_discarded_only_at_the_count_shown(store: Store) {
     assert_eq!((status, n), (StatusCode::OK, json!(2)));
     let (_, resumed) = ana.call(&app, "endpoint_resume", &[("id", id)]).await;
     assert_eq!(resumed, json!({ "waiting": 0, "past_window": 0 }));
+}
+
+async fn an_endpoint_is_edited_with_an_error_on_each_wrong_field(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let (old_rx, new_rx) = (Receiver::start().await, Receiver::start().await);
+    let ep = ana
+        .api(
+            &app,
+            "/api/v1/endpoints",
+            json!({ "url": old_rx.url, "description": "Billing",
+                    "event_types": ["invoice.paid"], "rate_limit_per_sec": 7, "max_in_flight": 5 }),
+        )
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    let (status, form) = ana.call(&app, "endpoint_form", &[("id", id)]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        form,
+        json!({ "url": old_rx.url, "description": "Billing", "event_types": "invoice.paid",
+                "rate_limit_per_sec": "7", "max_in_flight": "5" })
+    );
+
+    // Three wrong fields at once: each is named, nothing changes.
+    let wrong = [
+        ("id", id),
+        ("form[url]", "ftp://example.com/x"),
+        ("form[description]", "Billing v2"),
+        ("form[event_types]", "invoice.paid"),
+        ("form[rate_limit_per_sec]", "0"),
+        ("form[max_in_flight]", "lots"),
+    ];
+    let (status, body) = ana.call(&app, "endpoint_update", &wrong).await;
+    assert!(!status.is_success(), "{body}");
+    let fields: Vec<&str> = body["Fields"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[0].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["url", "rate_limit_per_sec", "max_in_flight"]);
+    let errors = body["Fields"]["errors"].to_string();
+    assert!(
+        errors.contains("http or https") && errors.contains("whole number"),
+        "{errors}"
+    );
+    let unchanged = app
+        .store
+        .endpoint(&ana.seeded.account.id, id)
+        .await
+        .unwrap();
+    assert_eq!(
+        (unchanged.url.as_str(), unchanged.description.as_str()),
+        (old_rx.url.as_str(), "Billing")
+    );
+
+    // Without JavaScript the browser posts the form itself and is sent
+    // back to the page, which marks the fields and keeps what was typed.
+    let page = app.url(&format!("/endpoints/{id}/edit"));
+    let res = ana
+        .web
+        .post(app.url("/_fn/endpoint_update"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("referer", &page)
+        .form(&wrong)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FOUND);
+    let back = crate::helpers::location(&res);
+    assert!(back.starts_with(&page) && back.contains("__err"), "{back}");
+    let html = page_html(&ana.web, &back).await;
+    for field in ["url", "rate_limit_per_sec", "max_in_flight"] {
+        assert!(
+            html.contains(&format!(r#"data-testid="field-error-{field}""#)),
+            "{field} marked"
+        );
+    }
+    assert!(!html.contains(r#"data-testid="field-error-event_types""#));
+    assert_eq!(html.matches(r#"aria-invalid="true""#).count(), 3);
+    for typed in [
+        r#"value="lots""#,
+        r#"value="Billing v2""#,
+        r#"value="ftp://example.com/x""#,
+    ] {
+        assert!(html.contains(typed), "{typed} kept");
+    }
+
+    // A delivery waiting on the old URL takes the new one at its next
+    // attempt; emptied limits go back to their defaults.
+    old_rx.script(&[500]);
+    ana.api(
+        &app,
+        "/api/v1/events",
+        json!({ "type": "invoice.paid", "payload": {} }),
+    )
+    .await;
+    tick_until_idle(&app).await;
+    assert_eq!(old_rx.count(), 1);
+    let right = [
+        ("id", id),
+        ("form[url]", new_rx.url.as_str()),
+        ("form[description]", " Billing v2 "),
+        ("form[event_types]", ""),
+        ("form[rate_limit_per_sec]", ""),
+        ("form[max_in_flight]", ""),
+    ];
+    let (status, body) = ana.call(&app, "endpoint_update", &right).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let changed = app
+        .store
+        .endpoint(&ana.seeded.account.id, id)
+        .await
+        .unwrap();
+    assert_eq!(changed.url, new_rx.url);
+    assert_eq!(changed.description, "Billing v2");
+    assert!(changed.event_type_filter().is_empty());
+    assert_eq!(changed.rate_limit_per_sec, None);
+    assert_eq!(changed.max_in_flight, 10);
+    app.clock.advance(Duration::from_secs(3600));
+    tick_until_idle(&app).await;
+    new_rx.wait_for(1).await;
+    assert_eq!(old_rx.count(), 1, "the retry went to the new URL");
+
+    // The page is linked from the endpoint's, for those who may change it.
+    let detail = page_html(&ana.web, &app.url(&format!("/endpoints/{id}"))).await;
+    assert!(detail.contains(&format!(r#"href="/endpoints/{id}/edit""#)));
+}
+
+/// `ms` as `<input type="datetime-local">` sends it, `offset` minutes east.
+fn wall_clock(ms: i64, offset: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms + offset * 60_000)
+        .unwrap()
+        .format("%Y-%m-%dT%H:%M")
+        .to_string()
+}
+
+async fn a_customer_recovers_what_failed_since_a_time(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let bob = customer(&app, "Bobco", "bob@bobco.example").await;
+    let (rx, other_rx) = (Receiver::start().await, Receiver::start().await);
+    let ep = ana
+        .api(&app, "/api/v1/endpoints", json!({ "url": rx.url }))
+        .await;
+    ana.api(&app, "/api/v1/endpoints", json!({ "url": other_rx.url }))
+        .await;
+    let id = ep["id"].as_str().unwrap();
+    let send = |n: usize| {
+        rx.script(&vec![400; n]);
+        other_rx.script(&vec![400; n]);
+        let (ana, app) = (&ana, &app);
+        async move {
+            for _ in 0..n {
+                ana.api(app, "/api/v1/events", json!({ "type": "t", "payload": {} }))
+                    .await;
+            }
+            tick_until_idle(app).await;
+        }
+    };
+    let early = app.clock.now().millis();
+    send(3).await;
+    app.clock.advance(Duration::from_secs(3600));
+    let late = app.clock.now().millis();
+    send(1).await;
+    assert_eq!((rx.count(), other_rx.count()), (4, 4), "all refused once");
+
+    let preview = |since: String, offset: &'static str| {
+        let ana = &ana;
+        let app = &app;
+        async move {
+            let form = [
+                ("id", id),
+                ("form[since]", since.as_str()),
+                ("form[offset]", offset),
+            ];
+            ana.call(app, "endpoint_recover_preview", &form).await
+        }
+    };
+    let (status, p) = preview(wall_clock(late - 60_000, 0), "0").await;
+    assert_eq!(status, StatusCode::OK, "{p}");
+    assert_eq!(p["count"], 1);
+    // The same moment typed on a clock two hours east.
+    let (_, p) = preview(wall_clock(early - 60_000, 120), "120").await;
+    assert_eq!(p["count"], 4);
+    let since = p["since"].as_i64().unwrap();
+    assert_eq!(since, (early - 60_000) / 60_000 * 60_000);
+    let (status, p) = preview(wall_clock(late + 3_600_000, 0), "0").await;
+    assert!(
+        !status.is_success() && p.to_string().contains("future"),
+        "{p}"
+    );
+    let (_, p) = preview("yesterday".into(), "0").await;
+    assert!(p.to_string().contains("pick a date"), "{p}");
+
+    // Without JavaScript the preview is a page of its own.
+    let page = app.url(&format!(
+        "/endpoints/{id}/recover?since={}&offset=0",
+        wall_clock(early - 60_000, 0)
+    ));
+    let html = page_html(&ana.web, &page).await;
+    assert!(
+        html.contains("4 deliveries to this endpoint failed"),
+        "{html}"
+    );
+    assert!(html.contains("Send 4 deliveries again"));
+
+    let since_text = since.to_string();
+    let confirm = [("id", id), ("since", since_text.as_str())];
+    let (status, body) = bob.call(&app, "endpoint_recover", &confirm).await;
+    assert!(body.to_string().contains("NotFound"), "{status}: {body}");
+    let (status, n) = ana.call(&app, "endpoint_recover", &confirm).await;
+    assert_eq!((status, n), (StatusCode::OK, json!(4)));
+    let audit = app.store.replays(None, 10).await.unwrap();
+    assert_eq!(audit[0].kind, "recover");
+    assert_eq!(audit[0].count, 4);
+    assert_eq!(audit[0].actor, format!("user:{}", ana.seeded.user.id));
+
+    // A second one within ten minutes is refused, also without JavaScript,
+    // where the page says how long to wait.
+    let (status, body) = ana.call(&app, "endpoint_recover", &confirm).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let res = ana
+        .web
+        .post(app.url("/_fn/endpoint_recover"))
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("referer", &page)
+        .form(&confirm)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FOUND);
+    let back = crate::helpers::location(&res);
+    let html = page_html(&ana.web, &back).await;
+    assert!(html.contains(r#"data-testid="recover-limited""#), "{html}");
+    assert!(html.contains("Try again in "));
+
+    // Spread over five minutes; this time the receiver takes them, and the
+    // other endpoint's failures stay as they were.
+    app.clock.advance(Duration::from_secs(300));
+    tick_until_idle(&app).await;
+    rx.wait_for(8).await;
+    assert_eq!(other_rx.count(), 4);
+    let (_, listed) = ana.call(&app, "events", &[]).await;
+    for row in listed["rows"].as_array().unwrap() {
+        for d in row["deliveries"].as_array().unwrap() {
+            let expected = if d["endpoint_url"] == rx.url.as_str() {
+                "Delivered"
+            } else {
+                "Failed"
+            };
+            assert_eq!(d["status"], expected, "{d}");
+        }
+    }
 }

@@ -48,6 +48,7 @@ pub async fn customer(app: &TestApp, account: &str, email: &str) -> Customer {
     app.store
         .create_api_key(
             &seeded.account.id,
+            "",
             &k.prefix,
             &k.hash,
             false,

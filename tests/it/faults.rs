@@ -41,7 +41,7 @@ async fn tenant(store: &Store, url: &str, max_in_flight: i64) -> String {
     let account = store.create_account("acme", now).await.unwrap();
     let key = api_key::generate();
     store
-        .create_api_key(&account.id, &key.prefix, &key.hash, false, now)
+        .create_api_key(&account.id, "", &key.prefix, &key.hash, false, now)
         .await
         .unwrap();
     store

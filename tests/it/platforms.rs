@@ -59,7 +59,7 @@ impl Platform {
 
     pub async fn with_config(store: Store, config: ServeConfig) -> Platform {
         let app = spawn_app_with(store, config).await;
-        let key = platform::create_key(&app.store, app.clock.now())
+        let key = platform::create_key(&app.store, "platform", app.clock.now())
             .await
             .unwrap()
             .key;
@@ -249,6 +249,12 @@ async fn account_and_platform_keys_each_keep_to_their_routes(store: Store) {
     assert_eq!(status, StatusCode::OK);
     // A revoked platform key opens nothing.
     let keys = platform::keys(&p.app.store).await.unwrap();
+    assert_eq!(keys[0].name, "platform");
+    assert_eq!(
+        keys[0].last_used_at,
+        Some(p.app.clock.now().millis()),
+        "its use is on record"
+    );
     platform::revoke_key(&p.app.store, &keys[0].id, p.app.clock.now())
         .await
         .unwrap();

@@ -56,6 +56,11 @@ fn new_endpoint(url: &str) -> [(&str, &str); 5] {
     ]
 }
 
+fn edit_endpoint(url: &str) -> [(&str, &str); 6] {
+    let [a, b, c, d, e] = new_endpoint(url);
+    [("id", "ep_none"), a, b, c, d, e]
+}
+
 /// A browser a portal link signed in with `role`.
 async fn portal(p: &Platform, account: &str, role: &str) -> reqwest::Client {
     let link = p.portal_link(account, json!({ "role": role })).await;
@@ -101,13 +106,25 @@ async fn every_server_function_refuses_what_the_role_may_not(store: Store) {
         ("signed_curl", &[("delivery_id", "dlv_none")], CHANGERS),
         ("endpoint_create", &new_endpoint(url), CHANGERS),
         ("endpoint_delete", &[("id", "ep_none")], CHANGERS),
+        ("endpoint_form", &[("id", "ep_none")], CHANGERS),
+        ("endpoint_update", &edit_endpoint(url), CHANGERS),
+        (
+            "endpoint_recover_preview",
+            &[("id", "ep_none"), ("form[since]", "2026-01-01T00:00")],
+            CHANGERS,
+        ),
+        (
+            "endpoint_recover",
+            &[("id", "ep_none"), ("since", "0")],
+            CHANGERS,
+        ),
         ("endpoint_pause", &[("id", "ep_none")], CHANGERS),
         ("endpoint_resume", &[("id", "ep_none")], CHANGERS),
         ("endpoint_test", &[("id", "ep_none")], CHANGERS),
         ("endpoint_rotate", &[("id", "ep_none")], CHANGERS),
         ("endpoint_secret", &[("id", "ep_none")], CHANGERS),
         ("api_keys", &[], OWNERS),
-        ("api_key_create", &[], OWNERS),
+        ("api_key_create", &[("name", "ci")], OWNERS),
         ("api_key_revoke", &[("id", "key_none")], OWNERS),
         ("team", &[], OWNERS),
         (
@@ -129,7 +146,7 @@ async fn every_server_function_refuses_what_the_role_may_not(store: Store) {
         ("admin_replay_cancel", &[("id", "rpl_none")], NOBODY),
         ("admin_audit", &[], NOBODY),
         ("admin_platform_keys", &[], NOBODY),
-        ("admin_platform_key_create", &[], NOBODY),
+        ("admin_platform_key_create", &[("name", "ci")], NOBODY),
         ("admin_platform_key_revoke", &[("id", "pk_none")], NOBODY),
     ];
     for (f, form, allowed) in table {

@@ -94,7 +94,7 @@ async fn accounts_users_keys_and_endpoints_round_trip(store: Store) {
     ));
 
     let key = store
-        .create_api_key(&acme.id, "dk_abcdef", "hash-1", false, now)
+        .create_api_key(&acme.id, "", "dk_abcdef", "hash-1", false, now)
         .await
         .unwrap();
     assert_eq!(store.active_api_key("hash-1").await.unwrap(), key);

@@ -27,9 +27,9 @@ pub async fn list_api_keys() -> Result<Vec<ApiKeyView>, AppError> {
 
 /// Returns the whole key: the only time anyone sees it.
 #[server(prefix = "/_fn", endpoint = "api_key_create")]
-pub async fn create_api_key() -> Result<String, AppError> {
+pub async fn create_api_key(name: String) -> Result<String, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
-    crate::port::answered(services.create_api_key(&viewer).await)
+    crate::port::answered(services.create_api_key(&viewer, &name).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "api_key_revoke")]

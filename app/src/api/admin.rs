@@ -59,9 +59,9 @@ pub async fn list_platform_keys() -> Result<Vec<ApiKeyView>, AppError> {
 
 /// Returns the whole key: the only time anyone sees it.
 #[server(prefix = "/_fn", endpoint = "admin_platform_key_create")]
-pub async fn create_platform_key() -> Result<String, AppError> {
+pub async fn create_platform_key(name: String) -> Result<String, AppError> {
     let (services, viewer) = crate::port::admin_services(true)?;
-    crate::port::answered(services.create_platform_key(&viewer).await)
+    crate::port::answered(services.create_platform_key(&viewer, &name).await)
 }
 
 #[server(prefix = "/_fn", endpoint = "admin_platform_key_revoke")]

@@ -5,7 +5,9 @@ use leptos::prelude::*;
 
 use crate::{
     error::AppError,
-    model::endpoints::{EndpointDetail, EndpointForm, EndpointSummary, Resumed},
+    model::endpoints::{
+        EndpointDetail, EndpointForm, EndpointSummary, RecoverForm, RecoverPreview, Resumed,
+    },
 };
 
 #[server(prefix = "/_fn", endpoint = "endpoints")]
@@ -26,6 +28,20 @@ pub async fn create_endpoint(form: EndpointForm) -> Result<String, AppError> {
     let id = crate::port::answered(services.create_endpoint(&viewer, form).await)?;
     leptos_axum::redirect(&format!("/endpoints/{id}"));
     Ok(id)
+}
+
+#[server(prefix = "/_fn", endpoint = "endpoint_form")]
+pub async fn get_endpoint_form(id: String) -> Result<EndpointForm, AppError> {
+    let (services, viewer) = crate::port::services()?;
+    crate::port::answered(services.endpoint_form(&viewer, &id).await)
+}
+
+#[server(prefix = "/_fn", endpoint = "endpoint_update")]
+pub async fn update_endpoint(id: String, form: EndpointForm) -> Result<(), AppError> {
+    let (services, viewer) = crate::port::services_for_change()?;
+    crate::port::answered(services.update_endpoint(&viewer, &id, form).await)?;
+    leptos_axum::redirect(&format!("/endpoints/{}", crate::format::path_segment(&id)));
+    Ok(())
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_delete")]
@@ -52,6 +68,29 @@ pub async fn resume_endpoint(id: String) -> Result<Resumed, AppError> {
 pub async fn discard_queue(id: String, expected: i64) -> Result<i64, AppError> {
     let (services, viewer) = crate::port::services_for_change()?;
     crate::port::answered(services.discard_queue(&viewer, &id, expected).await)
+}
+
+/// Counts what a recovery would send again; nothing changes.
+#[server(prefix = "/_fn", endpoint = "endpoint_recover_preview")]
+pub async fn preview_recovery(id: String, form: RecoverForm) -> Result<RecoverPreview, AppError> {
+    let (services, viewer) = crate::port::services()?;
+    crate::port::answered(services.recover_preview(&viewer, &id, form).await)
+}
+
+/// Sends again what failed or expired since `since` (SPEC §5's replay,
+/// for one endpoint); over the endpoint's limit, 429 with `Retry-After`.
+#[server(prefix = "/_fn", endpoint = "endpoint_recover")]
+pub async fn recover(id: String, since: i64) -> Result<i64, AppError> {
+    let (services, viewer) = crate::port::services_for_change()?;
+    let result = crate::port::answered(services.recover(&viewer, &id, since).await);
+    match &result {
+        Ok(n) => leptos_axum::redirect(&format!(
+            "/endpoints/{}?recovered={n}",
+            crate::format::path_segment(&id)
+        )),
+        Err(e) => crate::port::answer_rate_limited(e),
+    }
+    result
 }
 
 #[server(prefix = "/_fn", endpoint = "endpoint_rotate")]

@@ -36,13 +36,13 @@ pub fn Time(ms: i64, #[prop(optional)] relative_to: Option<i64>) -> impl IntoVie
 /// Minutes east of UTC in the browser's zone at that moment (so summer
 /// time is right for each date); `None` on the server.
 #[cfg(feature = "hydrate")]
-fn local_offset_minutes(ms: i64) -> Option<i64> {
+pub fn local_offset_minutes(ms: i64) -> Option<i64> {
     let date = js_sys::Date::new(&wasm_bindgen::JsValue::from_f64(ms as f64));
     // JavaScript counts the other way: UTC minus local.
     Some(-(date.get_timezone_offset() as i64))
 }
 
 #[cfg(not(feature = "hydrate"))]
-fn local_offset_minutes(_ms: i64) -> Option<i64> {
+pub fn local_offset_minutes(_ms: i64) -> Option<i64> {
     None
 }

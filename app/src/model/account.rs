@@ -20,6 +20,10 @@ pub struct ApiKeyView {
     pub prefix: String,
     pub created_at: i64,
     pub revoked_at: Option<i64>,
+    /// What it is for; may be empty.
+    pub name: String,
+    /// To the minute.
+    pub last_used_at: Option<i64>,
 }
 
 /// The delivery contract as this installation is configured right now.

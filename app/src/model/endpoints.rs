@@ -92,11 +92,24 @@ pub struct EndpointDetail {
     pub p95_ms_24h: Option<i64>,
     /// 24 hours, oldest first: (hour start, delivered, not delivered).
     pub hourly: Vec<(i64, i64, i64)>,
+    /// Attempt durations in those 24 hours, oldest first.
+    pub latency_hourly: Vec<LatencyPoint>,
+    /// Per UTC day of the last 7, today last.
+    pub latency_daily: Vec<LatencyPoint>,
     pub last_errors: Vec<ErrorLine>,
     pub pending: i64,
     pub in_flight: i64,
     /// Until when the previous secret still signs, after a rotation.
     pub previous_secret_until: Option<i64>,
+}
+
+/// Percentiles of the attempts that started in an hour or a day; `None`
+/// with none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencyPoint {
+    pub start: i64,
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
 }
 
 /// What a resume found waiting.
@@ -133,6 +146,24 @@ pub struct ErrorLine {
     pub status: Option<i64>,
     pub explanation: String,
     pub error: Option<String>,
+}
+
+/// "Recover failed since…" as typed: a wall-clock time and its zone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverForm {
+    /// `2026-11-30T20:05`, as `<input type="datetime-local">` sends it.
+    pub since: String,
+    /// Minutes east of UTC of that wall clock: the viewer's zone once the
+    /// page runs, 0 (UTC) without JavaScript.
+    #[serde(default)]
+    pub offset: String,
+}
+
+/// What a recovery from `since` would send again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoverPreview {
+    pub since: i64,
+    pub count: i64,
 }
 
 /// The endpoint form's fields as typed, to add one or change one; the

@@ -97,7 +97,11 @@ fn PlatformKeys() -> impl IntoView {
                         <p class="muted small">"Creating a key needs JavaScript: the key is shown once, on this page."</p>
                     }
                 >
-                    <ActionForm action=create>
+                    <ActionForm action=create attr:class="inline-form">
+                        <label>
+                            "Name "
+                            <input name="name" maxlength="100" placeholder="e.g. platform backend" />
+                        </label>
                         <button type="submit" class="button primary small" data-testid="create-platform-key">
                             "Create platform key"
                         </button>
@@ -117,8 +121,14 @@ fn PlatformKeys() -> impl IntoView {
                                     let id = k.id.clone();
                                     view! {
                                         <li data-testid="platform-key-row">
+                                            <strong>{k.name.clone()}</strong> " "
                                             <code>{format!("{}…", k.prefix)}</code>
-                                            " " <span class="muted small"><Time ms=k.created_at /></span> " "
+                                            " " <span class="muted small">"created " <Time ms=k.created_at /> ", "
+                                            {match k.last_used_at {
+                                                Some(t) => view! { "last used " <Time ms=t /> }.into_any(),
+                                                None => view! { "never used" }.into_any(),
+                                            }}
+                                            </span> " "
                                             {match k.revoked_at {
                                                 Some(_) => view! { <span class="badge expired">"revoked"</span> }.into_any(),
                                                 None => view! {
@@ -170,10 +180,10 @@ pub fn AuditPage() -> impl IntoView {
                                     {rows
                                         .into_iter()
                                         .map(|r| {
-                                            let what = if r.kind == "bulk" {
-                                                view! { <a href=format!("/admin/replays/{}", r.id)>"bulk replay"</a> }.into_any()
-                                            } else {
-                                                view! { <span>"resend"</span> }.into_any()
+                                            let what = match r.kind.as_str() {
+                                                "bulk" => view! { <a href=format!("/admin/replays/{}", r.id)>"bulk replay"</a> }.into_any(),
+                                                "recover" => view! { <a href=format!("/admin/replays/{}", r.id)>"recovery of an endpoint"</a> }.into_any(),
+                                                _ => view! { <span>"resend"</span> }.into_any(),
                                             };
                                             view! {
                                                 <tr data-testid="audit-row">

@@ -38,7 +38,11 @@ pub fn ApiKeysPage() -> impl IntoView {
                         </p>
                     }
                 >
-                    <ActionForm action=create>
+                    <ActionForm action=create attr:class="inline-form">
+                        <label>
+                            "Name "
+                            <input name="name" maxlength="100" placeholder="what uses it, e.g. billing producer" data-testid="new-key-name" />
+                        </label>
                         <button type="submit" class="button primary" data-testid="create-key">"Create key"</button>
                     </ActionForm>
                 </Show>
@@ -54,7 +58,7 @@ pub fn ApiKeysPage() -> impl IntoView {
                         Ok(keys) => view! {
                             <table class="table" data-testid="keys-table">
                                 <thead>
-                                    <tr><th>"Key"</th><th>"Created"</th><th>"State"</th><th></th></tr>
+                                    <tr><th>"Name"</th><th>"Key"</th><th>"Created"</th><th>"Last used"</th><th>"State"</th><th></th></tr>
                                 </thead>
                                 <tbody>
                                     {keys
@@ -64,8 +68,15 @@ pub fn ApiKeysPage() -> impl IntoView {
                                             let key_id = k.id.clone();
                                             view! {
                                                 <tr data-testid="key-row">
+                                                    <td data-testid="key-name">{k.name.clone()}</td>
                                                     <td><code>{format!("{}…", k.prefix)}</code></td>
                                                     <td class="time"><Time ms=k.created_at /></td>
+                                                    <td class="time" data-testid="key-last-used">
+                                                        {match k.last_used_at {
+                                                            Some(t) => view! { <Time ms=t /> }.into_any(),
+                                                            None => view! { <span class="muted">"never"</span> }.into_any(),
+                                                        }}
+                                                    </td>
                                                     <td>
                                                         {match k.revoked_at {
                                                             Some(t) => view! { <span class="badge expired">"revoked"</span> <span class="muted small"><Time ms=t /></span> }.into_any(),

@@ -74,8 +74,14 @@ struct Actions {
 
 #[component]
 fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
+    // Where a recovery confirmed on its page comes back to.
+    let recovered = leptos_router::hooks::use_query_map()
+        .read_untracked()
+        .get("recovered")
+        .and_then(|n| n.parse::<i64>().ok());
     let s = &d.summary;
-    let (id_toggle, id_test, id_secret, id_delete, id_discard) = (
+    let (id_toggle, id_test, id_secret, id_delete, id_discard, id_edit) = (
+        s.id.clone(),
         s.id.clone(),
         s.id.clone(),
         s.id.clone(),
@@ -106,6 +112,13 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
         d.max_in_flight.to_string()
     };
     let paused = s.condition.is_paused();
+    let recover_href = format!("/endpoints/{}/recover", format::path_segment(&s.id));
+    let failed_here = crate::model::events::EventsQuery {
+        state: Some("failed".into()),
+        endpoint: Some(s.id.clone()),
+        ..Default::default()
+    }
+    .to_url(None);
     let discarded = move || match actions.discard.value().get() {
         Some(Ok(n)) => Some(
             view! {
@@ -166,7 +179,10 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             <Chart hourly=d.hourly.clone() />
         </section>
         <section class="card">
-            <h2>"Last errors"</h2>
+            <div class="page-head">
+                <h2>"Last errors"</h2>
+                <a href=failed_here data-testid="failed-here">"Failed deliveries to this endpoint →"</a>
+            </div>
             {if d.last_errors.is_empty() {
                 view! { <p class="muted">"No failed attempts."</p> }.into_any()
             } else {
@@ -218,8 +234,17 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                         <input type="hidden" name="id" value=id_test />
                         <button type="submit" class="button secondary" data-testid="send-test">"Send test event"</button>
                     </ActionForm>
+                    <a href=recover_href class="button secondary" data-testid="recover">"Recover failed…"</a>
                     })}
                 </div>
+                {recovered.map(|n| view! {
+                    <p class="notice ok small" data-testid="recovered">
+                        {match n {
+                            1 => "Sending 1 delivery again, spread over 5 minutes.".to_string(),
+                            n => format!("Sending {} deliveries again, spread over 5 minutes.", format::count(n)),
+                        }}
+                    </p>
+                })}
                 {sent}
                 {resumed}
                 {discarded}
@@ -257,6 +282,11 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             </section>
             <section class="card">
                 <h2>"Settings"</h2>
+                {allowed(|m| m.can_change).then(|| view! {
+                    <p>
+                        <a href=format!("/endpoints/{}/edit", format::path_segment(&id_edit)) class="button secondary small" data-testid="edit">"Edit"</a>
+                    </p>
+                })}
                 <dl class="headers">
                     <dt>"Event types"</dt>
                     <dd>{types}</dd>

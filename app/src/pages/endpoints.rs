@@ -6,11 +6,12 @@ use leptos_meta::Title;
 use crate::{
     api::endpoints::{list_endpoints, CreateEndpoint},
     components::{
+        endpoint_fields::{refused, EndpointFields},
         layout::{allowed, ErrorNotice, Layout},
         time::Time,
     },
     format,
-    model::endpoints::{Condition, EndpointSummary},
+    model::endpoints::{Condition, EndpointForm, EndpointSummary},
 };
 
 #[component]
@@ -137,26 +138,7 @@ fn CreateForm(create: ServerAction<CreateEndpoint>) -> impl IntoView {
             <h2>"Add an endpoint"</h2>
             {error}
             <ActionForm action=create attr:class="form-grid">
-                <label>
-                    "URL"
-                    <input name="form[url]" type="url" required placeholder="https://example.com/webhooks" />
-                </label>
-                <label>
-                    "Description"
-                    <input name="form[description]" placeholder="Billing service" />
-                </label>
-                <label>
-                    "Event types"
-                    <input name="form[event_types]" placeholder="invoice.paid, invoice.failed (empty: all)" />
-                </label>
-                <label>
-                    "Rate limit (per second)"
-                    <input name="form[rate_limit_per_sec]" placeholder="the default, or a number, or unlimited" />
-                </label>
-                <label>
-                    "Max in flight"
-                    <input name="form[max_in_flight]" inputmode="numeric" placeholder="10" />
-                </label>
+                <EndpointFields start=EndpointForm::default() refused=refused(create.value()) prefix="new" />
                 <div>
                     <button type="submit" class="button primary">"Add endpoint"</button>
                 </div>
