@@ -1,4 +1,5 @@
 pub mod ask_first;
+pub mod charts;
 pub mod copy_button;
 pub mod endpoint_fields;
 pub mod layout;
