@@ -142,6 +142,37 @@ async fn health_numbers_match_what_the_receiver_saw(store: Store) {
         hourly[23][1], 3,
         "the retries an hour later are in the current hour"
     );
+    // Latency per hour: a p50 and a p95 exactly where attempts were, the
+    // p95 never under the p50; of eight attempts the day's p95 is the
+    // slowest, so no hour's is above it.
+    let latency = d["latency_hourly"].as_array().unwrap();
+    assert_eq!(latency.len(), 24);
+    for (hour, l) in hourly.iter().zip(latency) {
+        assert_eq!(hour[0], l["start"]);
+        let attempts = hour[1].as_i64().unwrap() + hour[2].as_i64().unwrap();
+        match (l["p50_ms"].as_i64(), l["p95_ms"].as_i64()) {
+            (Some(p50), Some(p95)) => assert!(attempts > 0 && p50 <= p95, "{l}"),
+            (None, None) => assert_eq!(attempts, 0, "{l}"),
+            _ => panic!("one percentile without the other: {l}"),
+        }
+    }
+    let slowest = latency.iter().filter_map(|l| l["p95_ms"].as_i64()).max();
+    assert!(slowest <= d["p95_ms_24h"].as_i64(), "{slowest:?}");
+    let daily = d["latency_daily"].as_array().unwrap();
+    assert_eq!(daily.len(), 7);
+    assert!(daily[6]["p95_ms"].as_i64().is_some(), "today has attempts");
+    let html = page_html(&ana.web, &app.url(&format!("/endpoints/{id}"))).await;
+    for testid in [
+        "latency-hourly",
+        "latency-daily",
+        "chart-data",
+        "daily-data",
+    ] {
+        assert!(
+            html.contains(&format!(r#"data-testid="{testid}""#)),
+            "{testid}"
+        );
+    }
     let errors = d["last_errors"].as_array().unwrap();
     assert_eq!(errors.len(), 3);
     assert!(errors

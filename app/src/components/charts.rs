@@ -1,40 +1,75 @@
 //! The endpoint page's charts, drawn on the server as SVG so they need no
-//! script and no chart library.
+//! script and no chart library. Each carries its numbers twice more: in
+//! hover titles, and in a visually hidden table for screen readers.
 
 use leptos::prelude::*;
 
-use crate::format;
+use crate::{format, model::endpoints::LatencyPoint};
 
-/// Stacked bars, delivered under failed, one per hour; rendered on the
-/// server as SVG so it needs no script and no chart library.
+const W: f64 = 720.0;
+const H: f64 = 170.0;
+/// Room for the y-axis labels on the left and the x-axis labels below.
+const LEFT: f64 = 48.0;
+const BOTTOM: f64 = 18.0;
+const TOP: f64 = 8.0;
+
+fn plot_height() -> f64 {
+    H - BOTTOM - TOP
+}
+
+/// `HH:MM` of an hour, for the x axis.
+fn hour_label(start: i64) -> String {
+    format::time(start)[11..16].to_string()
+}
+
+/// `MM-DD` of a day.
+fn day_label(start: i64) -> String {
+    format::time(start)[5..10].to_string()
+}
+
+/// Three labelled gridlines, 0 to `most`.
+fn y_axis(most: f64, label: impl Fn(f64) -> String) -> impl IntoView {
+    [0.0, 0.5, 1.0]
+        .into_iter()
+        .map(|f| {
+            let y = TOP + plot_height() * (1.0 - f);
+            view! {
+                <line x1=LEFT y1=y x2=W y2=y class="grid" />
+                <text x=LEFT - 4.0 y=y + 4.0 class="axis" text-anchor="end">{label(most * f)}</text>
+            }
+        })
+        .collect_view()
+}
+
+/// Stacked bars, delivered under failed, one per hour. Failed bars are
+/// hatched, so they read apart without colour.
 #[component]
-pub fn Chart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
-    const W: f64 = 720.0;
-    const H: f64 = 160.0;
+pub fn AttemptsChart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
     let most = hourly
         .iter()
         .map(|(_, ok, bad)| ok + bad)
         .max()
         .unwrap_or(0)
         .max(1) as f64;
-    let slot = W / hourly.len().max(1) as f64;
+    let slot = (W - LEFT) / hourly.len().max(1) as f64;
+    let scale = plot_height() / most;
     let bars = hourly
         .iter()
         .enumerate()
         .map(|(i, (start, ok, bad))| {
-            let x = i as f64 * slot + 2.0;
-            let ok_h = *ok as f64 / most * (H - 20.0);
-            let bad_h = *bad as f64 / most * (H - 20.0);
+            let x = LEFT + i as f64 * slot + 2.0;
+            let ok_h = *ok as f64 * scale;
+            let bad_h = *bad as f64 * scale;
+            let base = TOP + plot_height();
             let title = format!("{}: {ok} delivered, {bad} failed", format::time(*start));
             let label = (i % 6 == 0).then(|| {
-                let hour = format::time(*start)[11..16].to_string();
-                view! { <text x=x y=H - 2.0 class="axis">{hour}</text> }
+                view! { <text x=x y=H - 4.0 class="axis">{hour_label(*start)}</text> }
             });
             view! {
                 <g>
                     <title>{title}</title>
-                    <rect x=x y=H - 16.0 - ok_h width=slot - 4.0 height=ok_h class="bar ok" />
-                    <rect x=x y=H - 16.0 - ok_h - bad_h width=slot - 4.0 height=bad_h class="bar bad" />
+                    <rect x=x y=base - ok_h width=slot - 4.0 height=ok_h class="bar ok" />
+                    <rect x=x y=base - ok_h - bad_h width=slot - 4.0 height=bad_h class="bar bad" fill="url(#hatch)" />
                 </g>
                 {label}
             }
@@ -45,11 +80,174 @@ pub fn Chart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
     view! {
         <svg class="chart" viewBox=format!("0 0 {W} {H}") role="img" data-testid="chart"
             aria-label=format!("{total_ok} delivered and {total_bad} failed attempts in 24 hours")>
+            <defs>
+                <pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">
+                    <rect width="6" height="6" class="hatch-bg" />
+                    <line x1="0" y1="0" x2="0" y2="6" class="hatch-line" />
+                </pattern>
+            </defs>
+            {y_axis(most, |v| format!("{}", v.round() as i64))}
             {bars}
         </svg>
         <p class="legend small">
             <span class="swatch ok"></span>" delivered "
-            <span class="swatch bad"></span>" failed or retried"
+            <span class="swatch bad hatched"></span>" failed or retried (hatched) · attempts per hour, UTC"
         </p>
     }
+    .into_any()
+}
+
+/// p50 (solid, circles) and p95 (dashed, squares) of each bucket; a bucket
+/// without attempts leaves a gap.
+#[component]
+pub fn LatencyChart(
+    points: Vec<LatencyPoint>,
+    /// "per hour" or "per day", for the label.
+    per: &'static str,
+    testid: &'static str,
+) -> impl IntoView {
+    let daily = per == "per day";
+    let most = points
+        .iter()
+        .filter_map(|p| p.p95_ms.or(p.p50_ms))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let slot = (W - LEFT) / points.len().max(1) as f64;
+    let x_of = |i: usize| LEFT + i as f64 * slot + slot / 2.0;
+    let y_of = |ms: i64| TOP + plot_height() * (1.0 - ms as f64 / most);
+    let line = |pick: fn(&LatencyPoint) -> Option<i64>, class: &'static str| {
+        // One polyline per run of buckets that had attempts.
+        let mut runs: Vec<Vec<String>> = vec![Vec::new()];
+        for (i, p) in points.iter().enumerate() {
+            match pick(p) {
+                Some(ms) => runs
+                    .last_mut()
+                    .map(|r| r.push(format!("{:.1},{:.1}", x_of(i), y_of(ms))))
+                    .unwrap_or_default(),
+                None => runs.push(Vec::new()),
+            }
+        }
+        runs.into_iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| view! { <polyline points=r.join(" ") class=class /> })
+            .collect_view()
+    };
+    let marks = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let x = x_of(i);
+            let when = if daily {
+                format::time(p.start)[..10].to_string()
+            } else {
+                format::time(p.start)
+            };
+            let title = match (p.p50_ms, p.p95_ms) {
+                (Some(a), Some(b)) => format!(
+                    "{when}: p50 {}, p95 {}",
+                    format::duration_ms(a),
+                    format::duration_ms(b)
+                ),
+                _ => format!("{when}: no attempts"),
+            };
+            let label = (daily || i % 6 == 0).then(|| {
+                let text = if daily {
+                    day_label(p.start)
+                } else {
+                    hour_label(p.start)
+                };
+                view! { <text x=x - 14.0 y=H - 4.0 class="axis">{text}</text> }
+            });
+            view! {
+                <g>
+                    <title>{title}</title>
+                    {p.p50_ms.map(|ms| view! { <circle cx=x cy=y_of(ms) r="3" class="p50" /> })}
+                    {p.p95_ms.map(|ms| view! { <rect x=x - 3.0 y=y_of(ms) - 3.0 width="6" height="6" class="p95" /> })}
+                </g>
+                {label}
+            }
+        })
+        .collect_view();
+    let slowest = points.iter().filter_map(|p| p.p95_ms).max();
+    let summary = match slowest {
+        Some(ms) => format!(
+            "Latency {per}: the slowest p95 was {}",
+            format::duration_ms(ms)
+        ),
+        None => format!("Latency {per}: no attempts"),
+    };
+    view! {
+        <svg class="chart latency" viewBox=format!("0 0 {W} {H}") role="img" data-testid=testid aria-label=summary>
+            {y_axis(most, |v| format::duration_ms(v.round() as i64))}
+            {line(|p| p.p50_ms, "p50")}
+            {line(|p| p.p95_ms, "p95")}
+            {marks}
+        </svg>
+    }
+    .into_any()
+}
+
+/// The charts' numbers as a table only screen readers see.
+#[component]
+pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> impl IntoView {
+    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    let rows = hourly
+        .iter()
+        .zip(latency.iter())
+        .map(|((start, ok, bad), l)| {
+            view! {
+                <tr>
+                    <th scope="row">{format::time(*start)}</th>
+                    <td>{*ok}</td>
+                    <td>{*bad}</td>
+                    <td>{ms(l.p50_ms)}</td>
+                    <td>{ms(l.p95_ms)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="visually-hidden" data-testid="chart-data">
+            <caption>"Attempts and latency per hour, last 24 hours"</caption>
+            <thead>
+                <tr>
+                    <th scope="col">"Hour"</th>
+                    <th scope="col">"Delivered"</th>
+                    <th scope="col">"Failed"</th>
+                    <th scope="col">"p50"</th>
+                    <th scope="col">"p95"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// The week's latency as a table only screen readers see.
+#[component]
+pub fn DailyData(latency: Vec<LatencyPoint>) -> impl IntoView {
+    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    view! {
+        <table class="visually-hidden" data-testid="daily-data">
+            <caption>"Latency per day, last 7 days"</caption>
+            <thead>
+                <tr><th scope="col">"Day"</th><th scope="col">"p50"</th><th scope="col">"p95"</th></tr>
+            </thead>
+            <tbody>
+                {latency
+                    .iter()
+                    .map(|l| view! {
+                        <tr>
+                            <th scope="row">{format::time(l.start)[..10].to_string()}</th>
+                            <td>{ms(l.p50_ms)}</td>
+                            <td>{ms(l.p95_ms)}</td>
+                        </tr>
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
 }

@@ -11,6 +11,7 @@ use crate::{
         RotateSecret, SendTestEvent,
     },
     components::{
+        charts::{AttemptsChart, ChartData, DailyData, LatencyChart},
         layout::{allowed, ErrorNotice, Layout},
         time::Time,
     },
@@ -174,10 +175,26 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             <Tile label="p95 latency, 24 h" value=ms(d.p95_ms_24h) sub=String::new() testid="p95-latency" />
             <Tile label="Waiting" value=d.pending.to_string() sub=format!("{} in flight", d.in_flight) testid="queue" />
         </div>
-        <section class="card">
-            <h2>"Attempts per hour, last 24 hours"</h2>
-            <crate::components::charts::Chart hourly=d.hourly.clone() />
-        </section>
+        <div class="grid two charts">
+            <section class="card">
+                <h2>"Attempts per hour, last 24 hours"</h2>
+                <AttemptsChart hourly=d.hourly.clone() />
+            </section>
+            <section class="card">
+                <h2>"Latency per hour, last 24 hours"</h2>
+                <LatencyChart points=d.latency_hourly.clone() per="per hour" testid="latency-hourly" />
+                <p class="legend small">
+                    <span class="mark p50"></span>" p50 (solid line, circles) "
+                    <span class="mark p95"></span>" p95 (dashed line, squares) · every attempt, failures included"
+                </p>
+                <details class="week">
+                    <summary>"Latency per day, last 7 days"</summary>
+                    <LatencyChart points=d.latency_daily.clone() per="per day" testid="latency-daily" />
+                </details>
+            </section>
+        </div>
+        <ChartData hourly=d.hourly.clone() latency=d.latency_hourly.clone() />
+        <DailyData latency=d.latency_daily.clone() />
         <section class="card">
             <div class="page-head">
                 <h2>"Last errors"</h2>
