@@ -8,11 +8,10 @@ use axum::extract::FromRef;
 use leptos::prelude::LeptosOptions;
 
 use crate::{
-    accounts::key_use::KeyUses,
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
-    store::{Ingester, Store},
+    store::{Ingester, KeyUses, Store},
 };
 
 /// The services every request handler and server function shares.
