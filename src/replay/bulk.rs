@@ -53,13 +53,7 @@ pub async fn start(
     let now = ctx.clock.now();
     // A large replay is announced before it starts (chapter 003), so the
     // receivers' owners can get ready for the spike.
-    let total: i64 = ctx
-        .store
-        .replay_preview(criteria)
-        .await?
-        .iter()
-        .map(|g| g.count)
-        .sum();
+    let total = ctx.store.replay_total(criteria).await?;
     let starts_at = if total > ctx.config.replay_notice_threshold {
         now.plus(ctx.config.replay_notice)
     } else {

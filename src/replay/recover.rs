@@ -53,13 +53,7 @@ pub async fn preview(
     since: Timestamp,
 ) -> Result<i64> {
     let c = checked(ctx, account_id, endpoint_id, since).await?;
-    Ok(ctx
-        .store
-        .replay_preview(&c)
-        .await?
-        .iter()
-        .map(|g| g.count)
-        .sum())
+    Ok(ctx.store.replay_total(&c).await?)
 }
 
 /// Sends again, spread over five minutes, every failed or expired
@@ -73,19 +67,10 @@ pub async fn recover(
 ) -> Result<Replay> {
     let c = checked(ctx, account_id, endpoint_id, since).await?;
     let now = ctx.clock.now();
-    let over = ctx
-        .store
-        .take_rate_slot(&format!("recover:{endpoint_id}"), EVERY, 1, now)
-        .await?;
-    if let Some(free_at) = over {
-        let retry_after_s = super::seconds_until(now, free_at);
-        return Err(Error::RateLimited {
-            message: format!(
-                "one recovery per endpoint every 10 minutes; try again in {retry_after_s} s"
-            ),
-            retry_after_s,
-        });
-    }
+    super::spend(ctx, &format!("recover:{endpoint_id}"), EVERY, 1, now, |s| {
+        format!("one recovery per endpoint every 10 minutes; try again in {s} s")
+    })
+    .await?;
     let (replay, _) = launch(ctx, &c, actor, "recover", DEFAULT_WINDOW, now).await?;
     Ok(replay)
 }

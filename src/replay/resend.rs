@@ -37,24 +37,11 @@ pub async fn resend(
         return Err(Error::Conflict(NOT_FINISHED.into()));
     }
     let limit = ctx.config.resends_per_minute;
-    let over = ctx
-        .store
-        .take_rate_slot(
-            &format!("resend:{}", delivery.endpoint_id),
-            Duration::from_secs(60),
-            limit,
-            now,
-        )
-        .await?;
-    if let Some(free_at) = over {
-        let retry_after_s = super::seconds_until(now, free_at);
-        return Err(Error::RateLimited {
-            message: format!(
-                "at most {limit} resends per minute per endpoint; try again in {retry_after_s} s"
-            ),
-            retry_after_s,
-        });
-    }
+    let key = format!("resend:{}", delivery.endpoint_id);
+    super::spend(ctx, &key, Duration::from_secs(60), limit, now, |s| {
+        format!("at most {limit} resends per minute per endpoint; try again in {s} s")
+    })
+    .await?;
     let give_up = now.plus(ctx.engine.settings().retry_window);
     let updated = match ctx
         .store

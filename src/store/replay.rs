@@ -111,6 +111,11 @@ impl Store {
         .await)?)
     }
 
+    /// How many deliveries match, over every endpoint.
+    pub async fn replay_total(&self, c: &ReplayCriteria) -> Result<i64> {
+        Ok(self.replay_preview(c).await?.iter().map(|g| g.count).sum())
+    }
+
     /// Resets every matching delivery like a resend, spreading their next
     /// attempts evenly over `window` from `starts_at` and, per endpoint, no
     /// faster than its rate limit. Writes the audit row first (status `running`) and
@@ -132,7 +137,7 @@ impl Store {
         if let Some(account) = &c.account_id {
             self.account(account).await?;
         }
-        let total: i64 = self.replay_preview(c).await?.iter().map(|g| g.count).sum();
+        let total = self.replay_total(c).await?;
         let id = ids::new_id(ids::REPLAY);
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
         let criteria = serde_json::to_string(c).unwrap_or_default();
