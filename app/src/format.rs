@@ -12,16 +12,23 @@ pub fn time(ms: i64) -> String {
 /// `2026-11-30 20:05:09 UTC+06:00`.
 pub fn time_at_offset(ms: i64, offset_minutes: i64) -> String {
     let (y, m, d, h, mi, s) = civil(ms + offset_minutes * 60_000);
-    let zone = match offset_minutes {
-        0 => String::new(),
+    format!(
+        "{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} {}",
+        zone(offset_minutes)
+    )
+}
+
+/// A zone by its offset: `UTC`, `UTC+06:00`, `UTC-05:30`.
+pub fn zone(offset_minutes: i64) -> String {
+    match offset_minutes {
+        0 => "UTC".to_string(),
         o => format!(
-            "{}{:02}:{:02}",
+            "UTC{}{:02}:{:02}",
             if o < 0 { '-' } else { '+' },
             o.abs() / 60,
             o.abs() % 60
         ),
-    };
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC{zone}")
+    }
 }
 
 /// For `<time datetime>`: `2026-11-30T14:05:09Z`.
@@ -156,6 +163,19 @@ pub fn count(n: i64) -> String {
         out.insert(0, '-');
     }
     out
+}
+
+/// `1 delivery`, `1\u{202f}204 deliveries`.
+pub fn deliveries(n: i64) -> String {
+    match n {
+        1 => "1 delivery".to_string(),
+        n => format!("{} deliveries", count(n)),
+    }
+}
+
+/// A duration, or a dash where there is none to show.
+pub fn optional_ms(ms: Option<i64>) -> String {
+    ms.map_or_else(|| "—".to_string(), duration_ms)
 }
 
 #[cfg(test)]

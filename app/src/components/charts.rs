@@ -22,9 +22,9 @@ fn hour_label(start: i64) -> String {
     format::time(start)[11..16].to_string()
 }
 
-/// `MM-DD` of a day.
-fn day_label(start: i64) -> String {
-    format::time(start)[5..10].to_string()
+/// `YYYY-MM-DD` of a day.
+fn day(start: i64) -> String {
+    format::time(start)[..10].to_string()
 }
 
 /// Three labelled gridlines, 0 to `most`.
@@ -102,11 +102,11 @@ pub fn AttemptsChart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
 #[component]
 pub fn LatencyChart(
     points: Vec<LatencyPoint>,
-    /// "per hour" or "per day", for the label.
-    per: &'static str,
+    /// A point a day rather than an hour.
+    daily: bool,
     testid: &'static str,
 ) -> impl IntoView {
-    let daily = per == "per day";
+    let per = if daily { "per day" } else { "per hour" };
     let most = points
         .iter()
         .filter_map(|p| p.p95_ms.or(p.p50_ms))
@@ -139,7 +139,7 @@ pub fn LatencyChart(
         .map(|(i, p)| {
             let x = x_of(i);
             let when = if daily {
-                format::time(p.start)[..10].to_string()
+                day(p.start)
             } else {
                 format::time(p.start)
             };
@@ -153,7 +153,7 @@ pub fn LatencyChart(
             };
             let label = (daily || i % 6 == 0).then(|| {
                 let text = if daily {
-                    day_label(p.start)
+                    day(p.start)[5..].to_string()
                 } else {
                     hour_label(p.start)
                 };
@@ -191,7 +191,7 @@ pub fn LatencyChart(
 /// The charts' numbers as a table only screen readers see.
 #[component]
 pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> impl IntoView {
-    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    let ms = format::optional_ms;
     let rows = hourly
         .iter()
         .zip(latency.iter())
@@ -228,7 +228,7 @@ pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> im
 /// The week's latency as a table only screen readers see.
 #[component]
 pub fn DailyData(latency: Vec<LatencyPoint>) -> impl IntoView {
-    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    let ms = format::optional_ms;
     view! {
         <table class="visually-hidden" data-testid="daily-data">
             <caption>"Latency per day, last 7 days"</caption>
@@ -240,7 +240,7 @@ pub fn DailyData(latency: Vec<LatencyPoint>) -> impl IntoView {
                     .iter()
                     .map(|l| view! {
                         <tr>
-                            <th scope="row">{format::time(l.start)[..10].to_string()}</th>
+                            <th scope="row">{day(l.start)}</th>
                             <td>{ms(l.p50_ms)}</td>
                             <td>{ms(l.p95_ms)}</td>
                         </tr>

@@ -15,11 +15,13 @@ struct Field {
     kind: &'static str,
     placeholder: &'static str,
     required: bool,
+    value: fn(&EndpointForm) -> &String,
 }
 
 const FIELDS: [Field; 5] = [
     Field {
         name: "url",
+        value: |f| &f.url,
         label: "URL",
         kind: "url",
         placeholder: "https://example.com/webhooks",
@@ -27,6 +29,7 @@ const FIELDS: [Field; 5] = [
     },
     Field {
         name: "description",
+        value: |f| &f.description,
         label: "Description",
         kind: "text",
         placeholder: "Billing service",
@@ -34,6 +37,7 @@ const FIELDS: [Field; 5] = [
     },
     Field {
         name: "event_types",
+        value: |f| &f.event_types,
         label: "Event types",
         kind: "text",
         placeholder: "invoice.paid, invoice.failed (empty: all)",
@@ -41,6 +45,7 @@ const FIELDS: [Field; 5] = [
     },
     Field {
         name: "rate_limit_per_sec",
+        value: |f| &f.rate_limit_per_sec,
         label: "Rate limit (per second)",
         kind: "text",
         placeholder: "the default, or a number, or unlimited",
@@ -48,23 +53,13 @@ const FIELDS: [Field; 5] = [
     },
     Field {
         name: "max_in_flight",
+        value: |f| &f.max_in_flight,
         label: "Max in flight",
         kind: "text",
         placeholder: "10",
         required: false,
     },
 ];
-
-fn start_value(form: &EndpointForm, name: &str) -> String {
-    match name {
-        "url" => &form.url,
-        "description" => &form.description,
-        "event_types" => &form.event_types,
-        "rate_limit_per_sec" => &form.rate_limit_per_sec,
-        _ => &form.max_in_flight,
-    }
-    .clone()
-}
 
 /// The field errors of a refused submit, if that is how it was refused.
 pub fn refused<T, S>(value: S) -> Signal<Option<FieldErrors>>
@@ -95,7 +90,7 @@ pub fn EndpointFields(
             let value = typed
                 .as_ref()
                 .and_then(|t| t.typed(f.name).map(str::to_string))
-                .unwrap_or_else(|| start_value(&start, f.name));
+                .unwrap_or_else(|| (f.value)(&start).clone());
             let name = f.name;
             let error = move || refused.get().and_then(|r| r.error(name).map(str::to_string));
             let described = error_id.clone();

@@ -123,10 +123,7 @@ pub struct Resumed {
 
 impl Resumed {
     pub fn words(&self) -> String {
-        let waiting = match self.waiting {
-            1 => "1 delivery".to_string(),
-            n => format!("{} deliveries", crate::format::count(n)),
-        };
+        let waiting = crate::format::deliveries(self.waiting);
         let mut out = format!("Resumed: {waiting} waiting now drain");
         if self.past_window > 0 {
             out.push_str(&format!(

@@ -81,8 +81,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
         .get("recovered")
         .and_then(|n| n.parse::<i64>().ok());
     let s = &d.summary;
-    let (id_toggle, id_test, id_secret, id_delete, id_discard, id_edit) = (
-        s.id.clone(),
+    let (id_toggle, id_test, id_secret, id_delete, id_discard) = (
         s.id.clone(),
         s.id.clone(),
         s.id.clone(),
@@ -93,7 +92,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
         Some(p) => format!("{p}%"),
         None => "—".to_string(),
     };
-    let ms = |v: Option<i64>| v.map_or_else(|| "—".to_string(), format::duration_ms);
+    let ms = format::optional_ms;
     let types = if s.event_types.is_empty() {
         "all events".to_string()
     } else {
@@ -114,6 +113,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
     };
     let paused = s.condition.is_paused();
     let recover_href = format!("/endpoints/{}/recover", format::path_segment(&s.id));
+    let edit_href = format!("/endpoints/{}/edit", format::path_segment(&s.id));
     let failed_here = crate::model::events::EventsQuery {
         state: Some("failed".into()),
         endpoint: Some(s.id.clone()),
@@ -182,14 +182,14 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             </section>
             <section class="card">
                 <h2>"Latency per hour, last 24 hours"</h2>
-                <LatencyChart points=d.latency_hourly.clone() per="per hour" testid="latency-hourly" />
+                <LatencyChart points=d.latency_hourly.clone() daily=false testid="latency-hourly" />
                 <p class="legend small">
                     <span class="mark p50"></span>" p50 (solid line, circles) "
                     <span class="mark p95"></span>" p95 (dashed line, squares) · every attempt, failures included"
                 </p>
                 <details class="week">
                     <summary>"Latency per day, last 7 days"</summary>
-                    <LatencyChart points=d.latency_daily.clone() per="per day" testid="latency-daily" />
+                    <LatencyChart points=d.latency_daily.clone() daily=true testid="latency-daily" />
                 </details>
             </section>
         </div>
@@ -256,10 +256,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                 </div>
                 {recovered.map(|n| view! {
                     <p class="notice ok small" data-testid="recovered">
-                        {match n {
-                            1 => "Sending 1 delivery again, spread over 5 minutes.".to_string(),
-                            n => format!("Sending {} deliveries again, spread over 5 minutes.", format::count(n)),
-                        }}
+                        {format!("Sending {} again, spread over 5 minutes.", format::deliveries(n))}
                     </p>
                 })}
                 {sent}
@@ -301,7 +298,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                 <h2>"Settings"</h2>
                 {allowed(|m| m.can_change).then(|| view! {
                     <p>
-                        <a href=format!("/endpoints/{}/edit", format::path_segment(&id_edit)) class="button secondary small" data-testid="edit">"Edit"</a>
+                        <a href=edit_href class="button secondary small" data-testid="edit">"Edit"</a>
                     </p>
                 })}
                 <dl class="headers">

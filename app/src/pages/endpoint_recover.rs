@@ -77,11 +77,13 @@ pub fn EndpointRecoverPage() -> impl IntoView {
                         Ok(Some(p)) => view! {
                             <section class="card" data-testid="recover-preview">
                                 <p data-testid="recover-count">
-                                    {match p.count {
-                                        0 => "No delivery to this endpoint failed or expired since ".to_string(),
-                                        1 => "1 delivery to this endpoint failed or expired since ".to_string(),
-                                        n => format!("{} deliveries to this endpoint failed or expired since ", format::count(n)),
-                                    }}
+                                    {format!(
+                                        "{} to this endpoint failed or expired since ",
+                                        match p.count {
+                                            0 => "No delivery".to_string(),
+                                            n => format::deliveries(n),
+                                        }
+                                    )}
                                     <Time ms=p.since />
                                     "."
                                 </p>
@@ -116,15 +118,7 @@ fn SinceForm(id: String, asked: RecoverForm, start: i64) -> impl IntoView {
             .clone()
             .unwrap_or_else(|| format::datetime_local(start, offset.get()))
     };
-    let zone = move || match offset.get() {
-        0 => "UTC".to_string(),
-        o => format!(
-            "UTC{}{:02}:{:02}",
-            if o < 0 { '-' } else { '+' },
-            o.abs() / 60,
-            o.abs() % 60
-        ),
-    };
+    let zone = move || format::zone(offset.get());
     view! {
         <form class="card form-grid" method="get" action=format!("/endpoints/{}/recover", format::path_segment(&id))>
             <div class="field">
@@ -139,10 +133,7 @@ fn SinceForm(id: String, asked: RecoverForm, start: i64) -> impl IntoView {
 
 #[component]
 fn Confirm(id: String, since: i64, count: i64, recover: ServerAction<Recover>) -> impl IntoView {
-    let label = match count {
-        1 => "Send 1 delivery again".to_string(),
-        n => format!("Send {} deliveries again", format::count(n)),
-    };
+    let label = format!("Send {} again", format::deliveries(count));
     view! {
         <ActionForm action=recover>
             <input type="hidden" name="id" value=id />
