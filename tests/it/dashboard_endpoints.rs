@@ -517,15 +517,7 @@ async fn an_endpoint_is_edited_with_an_error_on_each_wrong_field(store: Store) {
     // Without JavaScript the browser posts the form itself and is sent
     // back to the page, which marks the fields and keeps what was typed.
     let page = app.url(&format!("/endpoints/{id}/edit"));
-    let res = ana
-        .web
-        .post(app.url("/_fn/endpoint_update"))
-        .header("accept", "text/html,application/xhtml+xml")
-        .header("referer", &page)
-        .form(&wrong)
-        .send()
-        .await
-        .unwrap();
+    let res = crate::helpers::form_post(&app, &ana.web, "endpoint_update", &page, &wrong).await;
     assert_eq!(res.status(), StatusCode::FOUND);
     let back = crate::helpers::location(&res);
     assert!(back.starts_with(&page) && back.contains("__err"), "{back}");
@@ -680,15 +672,7 @@ async fn a_customer_recovers_what_failed_since_a_time(store: Store) {
     // where the page says how long to wait.
     let (status, body) = ana.call(&app, "endpoint_recover", &confirm).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
-    let res = ana
-        .web
-        .post(app.url("/_fn/endpoint_recover"))
-        .header("accept", "text/html,application/xhtml+xml")
-        .header("referer", &page)
-        .form(&confirm)
-        .send()
-        .await
-        .unwrap();
+    let res = crate::helpers::form_post(&app, &ana.web, "endpoint_recover", &page, &confirm).await;
     assert_eq!(res.status(), StatusCode::FOUND);
     let back = crate::helpers::location(&res);
     let html = page_html(&ana.web, &back).await;

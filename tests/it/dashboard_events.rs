@@ -433,15 +433,14 @@ async fn the_resend_limit_is_shared_with_the_api_and_answers_429(store: Store) {
     // the page, which says how long to wait on that delivery's button.
     let event_id = app.store.delivery(&deliveries[2]).await.unwrap().event_id;
     let page = app.url(&format!("/events/{event_id}"));
-    let res = ana
-        .web
-        .post(app.url("/_fn/resend"))
-        .header("accept", "text/html,application/xhtml+xml")
-        .header("referer", &page)
-        .form(&[("delivery_id", deliveries[2].as_str())])
-        .send()
-        .await
-        .unwrap();
+    let res = crate::helpers::form_post(
+        &app,
+        &ana.web,
+        "resend",
+        &page,
+        &[("delivery_id", deliveries[2].as_str())],
+    )
+    .await;
     assert_eq!(
         res.status(),
         StatusCode::FOUND,

@@ -368,8 +368,6 @@ pub async fn signed_in(app: &TestApp, email: &str) -> reqwest::Client {
     web
 }
 
-/// Calls a server function as `web`, the way the hydrated page does (a
-/// plain form post gets a redirect); returns the status and the JSON answer.
 /// A signed-in browser of a new member of `account` with `role`, whose
 /// password is `PASSWORD`.
 pub async fn member(
@@ -391,6 +389,8 @@ pub async fn page_html(web: &reqwest::Client, url: &str) -> String {
     web.get(url).send().await.unwrap().text().await.unwrap()
 }
 
+/// Calls a server function as `web`, the way the hydrated page does (a
+/// plain form post gets a redirect); returns the status and the JSON answer.
 pub async fn server_fn(
     app: &TestApp,
     web: &reqwest::Client,
@@ -406,4 +406,22 @@ pub async fn server_fn(
         .unwrap();
     let status = res.status();
     (status, res.json().await.unwrap_or_default())
+}
+
+/// Posts a server function's form as a page without JavaScript does, from
+/// `page`: the answer is a redirect, back to that page on an error.
+pub async fn form_post(
+    app: &TestApp,
+    web: &reqwest::Client,
+    function: &str,
+    page: &str,
+    form: &[(&str, &str)],
+) -> reqwest::Response {
+    web.post(app.url(&format!("/_fn/{function}")))
+        .header("accept", "text/html,application/xhtml+xml")
+        .header("referer", page)
+        .form(form)
+        .send()
+        .await
+        .unwrap()
 }
