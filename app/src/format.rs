@@ -95,6 +95,31 @@ pub fn path_segment(value: &str) -> String {
         .collect()
 }
 
+/// The value a `path_segment` names, decoded once. The router's own
+/// parameters are decoded twice (leptos_router 0.8 unescapes a value when
+/// it matches and again when the map is built), so an id holding `%41`
+/// would come back as `A`: pages whose ids producers choose read the path
+/// themselves.
+pub fn from_path_segment(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -112,6 +137,22 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_round_trip_once() {
+        for id in [
+            "evt_1",
+            "x/a?b=c#d%20e",
+            "plain%41",
+            "100%",
+            "ünï cødé",
+            "%zz",
+        ] {
+            assert_eq!(from_path_segment(&path_segment(id)), id, "{id}");
+        }
+        assert_eq!(from_path_segment("plain%2541"), "plain%41");
+        assert_eq!(from_path_segment("bad%4"), "bad%4");
+    }
 
     #[test]
     fn datetime_local_is_the_wall_clock_of_the_offset() {

@@ -263,3 +263,101 @@ test("times arrive in UTC and turn to the viewer's zone once the page runs", asy
   await context.close();
   await rx.stop();
 });
+
+test('the last answer, a time range and type suggestions narrow the list, and a wrong filter says why', async ({ page }, info) => {
+  const rx = await Receiver.start([422]);
+  const type = uniqueId('answer', info.project.name);
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  const refused = uniqueId('evt_refused', info.project.name);
+  await api('POST', '/api/v1/events', { id: refused, type, payload: {} });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+  const taken = uniqueId('evt_taken', info.project.name);
+  await api('POST', '/api/v1/events', { id: taken, type, payload: {} });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(2);
+
+  await signIn(page, info);
+  await ready(page, info);
+  await page.goto('/events');
+  await ready(page, info);
+  // The account's types are offered as the type is typed.
+  await expect(page.locator(`#event-types option[value="${type}"]`)).toHaveCount(1);
+  await page.getByLabel('Event type').fill(type);
+  await page.getByLabel('Last answer').fill('4xx');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(page).toHaveURL(/status=4xx/);
+  const rows = page.getByTestId('event-row');
+  await expect(rows).toHaveCount(1);
+  await expect(rows).toContainText(refused);
+  await page.goto(`/events?type=${type}&status=200`);
+  await expect(rows).toHaveCount(1);
+  await expect(rows).toContainText(taken);
+  await page.goto(`/events?type=${type}&status=timeout`);
+  await expect(page.getByText('No events match these filters')).toBeVisible();
+
+  // A range that ends before these events holds none of them; one around them holds both.
+  await page.goto(`/events?type=${type}`);
+  await ready(page, info);
+  await page.getByLabel(/^From/).fill('2020-01-01T00:00');
+  await page.getByLabel(/^To/).fill('2020-01-02T00:00');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(page).toHaveURL(/from=2020-01-01T00%3A00/);
+  await expect(page.getByText('No events match these filters')).toBeVisible();
+  await page.getByLabel(/^To/).fill('2099-01-01T00:00');
+  await page.getByRole('button', { name: 'Filter' }).click();
+  await expect(rows).toHaveCount(2);
+
+  // A filter that cannot be read keeps the form, and what was typed, and says why.
+  await page.goto(`/events?type=${type}&status=6xx`);
+  await expect(page.getByTestId('filter-problem')).toContainText('is not a status');
+  await expect(page.getByLabel('Last answer')).toHaveValue('6xx');
+  await expect(page.getByLabel('Event type')).toHaveValue(type);
+  await rx.stop();
+});
+
+test('26 and more events page forward and back with none twice and none missing', async ({ page }, info) => {
+  test.setTimeout(60_000);
+  const type = uniqueId('paging', info.project.name);
+  const sent: string[] = [];
+  for (let i = 0; i < 30; i++) {
+    const id = `${uniqueId('evt_page', info.project.name)}_${String(i).padStart(2, '0')}`;
+    await api('POST', '/api/v1/events', { id, type, payload: { i } });
+    sent.push(id);
+  }
+  await signIn(page, info);
+  await ready(page, info);
+  await page.goto(`/events?type=${type}`);
+  await ready(page, info);
+  const ids = async () => page.getByTestId('event-row').locator('code.event-id').allTextContents();
+  const first = await ids();
+  expect(first).toHaveLength(25);
+  await page.getByRole('link', { name: /Older events/ }).click();
+  await expect(page).toHaveURL(/cursor=/);
+  await expect(page.getByTestId('event-row')).toHaveCount(5);
+  const second = await ids();
+  expect(new Set([...first, ...second])).toEqual(new Set(sent));
+  await expect(page.getByRole('link', { name: /Older events/ })).toHaveCount(0);
+  await page.getByRole('link', { name: /Newer events/ }).click();
+  await expect(page).toHaveURL(/before=/);
+  await expect(page.getByTestId('event-row')).toHaveCount(25);
+  expect(await ids()).toEqual(first);
+  await expect(page.getByRole('link', { name: /Newer events/ })).toHaveCount(0);
+});
+
+test('an event id with / ? # % opens from the list', async ({ page }, info) => {
+  const rx = await Receiver.start();
+  const type = uniqueId('odd.id', info.project.name);
+  await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
+  const id = `${uniqueId('evt', info.project.name)}/a?b=c#d%20e`;
+  await api('POST', '/api/v1/events', { id, type, payload: { odd: true } });
+  await expect.poll(() => rx.requests.length, { timeout: 20_000 }).toBe(1);
+  await signIn(page, info);
+  await ready(page, info);
+  await page.goto(`/events?type=${type}`);
+  await ready(page, info);
+  await page.getByTestId('event-row').getByRole('link').click();
+  await ready(page, info);
+  await expect(page.getByTestId('event-id')).toHaveText(id);
+  await expect(page.getByTestId('payload')).toContainText('"odd": true');
+  await expect(page.getByTestId('delivery-state')).toHaveText('delivered');
+  await rx.stop();
+});

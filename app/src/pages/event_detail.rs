@@ -8,7 +8,7 @@ use std::{collections::HashMap, time::Duration};
 
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
-use leptos_router::hooks::{use_location, use_params_map};
+use leptos_router::hooks::use_location;
 
 use crate::{
     api::events::{get_event, signed_curl, ResendDelivery},
@@ -33,8 +33,13 @@ const POLL: Duration = Duration::from_millis(1500);
 
 #[component]
 pub fn EventDetailPage() -> impl IntoView {
-    let params = use_params_map();
-    let id = move || params.read().get("id").unwrap_or_default();
+    // Event ids are the producer's: read them from the path, decoded once
+    // (see `format::from_path_segment`), not from the router's parameters.
+    let here = use_location();
+    let id = move || {
+        here.pathname
+            .with(|p| format::from_path_segment(p.strip_prefix("/events/").unwrap_or_default()))
+    };
     // Fetched once per event; updates arrive through `Live`, not a refetch
     // that would rebuild the page.
     let detail = Resource::new(id, get_event);
