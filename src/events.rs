@@ -7,5 +7,8 @@ mod read;
 mod signed_copy;
 
 pub use ingest::{ingest, Ingested};
-pub use read::{cursor, detail, list, parse_cursor, AttemptInfo, DeliveryInfo, EventInfo};
+pub use read::{
+    answer_text, cursor, detail, list, parse_answer, parse_cursor, types, AttemptInfo,
+    DeliveryInfo, EventInfo,
+};
 pub use signed_copy::{signed_copy, SignedCopy};

@@ -97,7 +97,7 @@ pub use claim_rules::ClaimRules;
 pub use completion::{AttemptRecord, Completion, Transition};
 pub use endpoints::{EndpointFailure, EndpointPatch, NewEndpoint};
 pub use error::{Result, StoreError};
-pub use events::{EventFilter, EventPage, InsertedEvent, NewEvent};
+pub use events::{AnswerFilter, EventFilter, EventPage, InsertedEvent, NewEvent};
 pub use group_commit::GroupCommit;
 pub use health::{Health, LastAttempt, Latency, WindowStats};
 pub use ingest::{Ingester, NewIngest};

@@ -58,14 +58,16 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
         .execute_script(&format!(
             "{with}INSERT INTO events (account_id, id, event_type, payload, created_at) \
              SELECT '{acc}', {event_id}, \
-               CASE n % 4 WHEN 0 THEN 'invoice.paid' WHEN 1 THEN 'invoice.failed' \
-                 WHEN 2 THEN 'customer.created' ELSE 'charge.refunded' END, \
+               CASE WHEN n % 10000 = 7 THEN 'payout.reversed' \
+                 WHEN n % 4 = 0 THEN 'invoice.paid' WHEN n % 4 = 1 THEN 'invoice.failed' \
+                 WHEN n % 4 = 2 THEN 'customer.created' ELSE 'charge.refunded' END, \
                {blob}, {t0} + n * 10 FROM {from}"
         ))
         .await
         .unwrap();
     for (k, ep) in endpoints.iter().enumerate() {
-        // 90 % delivered, 5 % failed, 3 % expired, 2 % waiting for a retry.
+        // 90 % delivered, 5 % failed, 3 % expired, 2 % waiting for a retry;
+        // the last answers: 204, 400, 429 (1 %), 503, and timeouts (1 %).
         let bucket = format!("((n * 7 + {k}) % 100)");
         let state = format!(
             "CASE WHEN {bucket} < 90 THEN 'delivered' WHEN {bucket} < 95 THEN 'failed' \
@@ -75,14 +77,16 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
         store
             .execute_script(&format!(
                 "{with}INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
-                   attempts, attempt_seq, next_attempt_at, give_up_at, last_status, finished_at, \
-                   created_at, updated_at) \
+                   attempts, attempt_seq, next_attempt_at, give_up_at, last_status, last_error, \
+                   finished_at, created_at, updated_at) \
                  SELECT 'dlv_{k}_' || n, '{acc}', {event_id}, '{ep}', {state}, \
                    CASE WHEN {bucket} < 90 THEN 0 ELSE 2 END, \
                    CASE WHEN {bucket} < 90 THEN 1 ELSE 2 END, \
                    CASE WHEN {bucket} < 98 THEN {created} ELSE {created} + 86400000 END, \
                    {created} + 259200000, \
-                   CASE WHEN {bucket} < 90 THEN 204 WHEN {bucket} < 95 THEN 400 ELSE 503 END, \
+                   CASE WHEN {bucket} < 90 THEN 204 WHEN {bucket} < 94 THEN 400 \
+                     WHEN {bucket} = 94 THEN 429 WHEN {bucket} = 97 THEN NULL ELSE 503 END, \
+                   CASE WHEN {bucket} = 97 THEN 'timed out: operation timed out' END, \
                    CASE WHEN {bucket} < 98 THEN {created} + 1000 END, \
                    {created}, {created} FROM {from}",
                 ep = ep.id
@@ -126,6 +130,15 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
         .unwrap();
     assert_eq!(res.status(), 303, "bench login failed");
     let ep = endpoints[3].id.clone();
+    let ep_failed = endpoints[5].id.clone();
+    // Five minutes in the middle of the seeded span, as the form sends them.
+    let minute = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M")
+            .to_string()
+    };
+    let (from, to) = (minute(t0 + 300_000), minute(t0 + 600_000));
     let detail = |i: usize| format!("/events/evt_{:07}", 13 + 100 * (i % 900));
     let pages: Vec<(&'static str, PathFor, &str)> = vec![
         (
@@ -147,6 +160,51 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
             "event list, filter matching nothing",
             Box::new(|_| "/events?state=in_flight".into()),
             "",
+        ),
+        (
+            "event list, type alone (1 event in 10 000)",
+            Box::new(|_| "/events?type=payout.reversed".into()),
+            "evt_",
+        ),
+        (
+            "event list, exact id",
+            Box::new(|i| format!("/events?id=evt_{:07}", 13 + 100 * (i % 900))),
+            "evt_",
+        ),
+        (
+            "event list, exact id that is not there",
+            Box::new(|_| "/events?id=evt_nope".into()),
+            "",
+        ),
+        (
+            "event list, last answer 5xx",
+            Box::new(|_| "/events?status=5xx".into()),
+            "evt_",
+        ),
+        (
+            "event list, last answer 429",
+            Box::new(|_| "/events?status=429".into()),
+            "evt_",
+        ),
+        (
+            "event list, last answer timeout",
+            Box::new(|_| "/events?status=timeout".into()),
+            "evt_",
+        ),
+        (
+            "event list, last answer matching nothing (418)",
+            Box::new(|_| "/events?status=418".into()),
+            "",
+        ),
+        (
+            "event list, failed to one endpoint",
+            Box::new(move |_| format!("/events?state=failed&endpoint={ep_failed}")),
+            "evt_",
+        ),
+        (
+            "event list, a custom 5-minute range",
+            Box::new(move |_| format!("/events?from={from}&to={to}")),
+            "evt_",
         ),
         ("event detail", Box::new(detail), "attempt"),
     ];

@@ -187,6 +187,7 @@ pub struct EventDetailOut {
     params(
         ("state" = Option<String>, Query, description = "pending, in_flight, delivered, failed or expired"),
         ("type" = Option<String>, Query), ("endpoint" = Option<String>, Query),
+        ("status" = Option<String>, Query, description = "a delivery's last answer: a status (404), a class (4xx, 5xx) or timeout"),
         ("since" = Option<String>, Query, description = "RFC 3339"), ("until" = Option<String>, Query, description = "RFC 3339"),
         ("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100, default 25"),
     ),
@@ -228,7 +229,12 @@ pub async fn list(
         since: get("since").map(|v| parse_time("since", v)).transpose()?,
         until: get("until").map(|v| parse_time("until", v)).transpose()?,
         after: cursor,
+        before: None,
         id: None,
+        answer: get("status")
+            .map(events::parse_answer)
+            .transpose()
+            .map_err(|e| bad("invalid_query", e))?,
     };
     let page = events::list(&state.ctx, &caller.account_id, &filter, limit).await?;
     let data = page

@@ -26,37 +26,35 @@ const PAGE_SIZE: i64 = 25;
 
 pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsList, AppError> {
     let now = ctx.clock.now();
-    let state = match q.state {
-        Some(s) if DeliveryState::parse(&s).is_none() => {
-            return Err(AppError::Invalid(format!("unknown delivery state {s:?}")))
+    let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
+    let event_types = events::types(ctx, &viewer.account_id, 200).await?;
+    let mut list = EventsList {
+        now: now.millis(),
+        rows: Vec::new(),
+        next_cursor: None,
+        prev_cursor: None,
+        endpoints: endpoints
+            .iter()
+            .map(|e| EndpointOption {
+                id: e.id.clone(),
+                url: e.url.clone(),
+            })
+            .collect(),
+        event_types,
+        problem: None,
+    };
+    // Filters that cannot be read leave the form on the page with what was
+    // typed, and say why, instead of replacing the page with an error.
+    let filter = match filter_of(q, now) {
+        Ok(f) => f,
+        Err(problem) => {
+            list.problem = Some(problem);
+            return Ok(list);
         }
-        s => s,
-    };
-    let since = match q.range.as_deref() {
-        None => None,
-        Some(r) => Some(Timestamp(now.millis() - range_ms(r)?)),
-    };
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            events::parse_cursor(c)
-                .ok_or_else(|| AppError::Invalid("that page link is not valid".into()))
-        })
-        .transpose()?;
-    let filter = EventFilter {
-        state,
-        event_type: q.event_type,
-        endpoint_id: q.endpoint,
-        since,
-        until: None,
-        after,
-        id: q.id,
     };
     let page = events::list(ctx, &viewer.account_id, &filter, PAGE_SIZE).await?;
-    let endpoints = endpoints::list(ctx, &viewer.account_id).await?;
     let names = names_by_id(&endpoints);
-    let rows = page
+    list.rows = page
         .events
         .into_iter()
         .map(|(e, deliveries)| EventRow {
@@ -76,27 +74,93 @@ pub async fn list(ctx: &Ctx, viewer: &Viewer, q: EventsQuery) -> Result<EventsLi
             created_at: e.created_at,
         })
         .collect();
-    Ok(EventsList {
-        now: now.millis(),
-        rows,
-        next_cursor: page.next.as_ref().map(events::cursor),
-        endpoints: endpoints
-            .iter()
-            .map(|e| EndpointOption {
-                id: e.id.clone(),
-                url: e.url.clone(),
-            })
-            .collect(),
+    list.next_cursor = page.next.as_ref().map(events::cursor);
+    list.prev_cursor = page.prev.as_ref().map(events::cursor);
+    Ok(list)
+}
+
+/// The store's filter for the page's query, or what is wrong with it.
+fn filter_of(q: EventsQuery, now: Timestamp) -> Result<EventFilter, String> {
+    if let Some(s) = &q.state {
+        if DeliveryState::parse(s).is_none() {
+            return Err(format!("unknown delivery state {s:?}"));
+        }
+    }
+    let mut since = match q.range.as_deref() {
+        None => None,
+        Some(r) => Some(Timestamp(now.millis() - range_ms(r)?)),
+    };
+    let offset = match q.tz.as_deref() {
+        None => 0,
+        Some(t) => t
+            .parse::<i64>()
+            .ok()
+            .filter(|o| o.abs() <= 18 * 60)
+            .ok_or_else(|| format!("time zone offset {t:?} is not minutes east of UTC"))?,
+    };
+    let from = q
+        .from
+        .as_deref()
+        .map(|v| wall_clock("From", v, offset, false))
+        .transpose()?;
+    let to =
+        q.to.as_deref()
+            .map(|v| wall_clock("To", v, offset, true))
+            .transpose()?;
+    if let (Some(f), Some(t)) = (from, to) {
+        if t <= f {
+            return Err("\"To\" must be later than \"From\"".into());
+        }
+    }
+    since = since.max(from);
+    let page_link =
+        |c: &str| events::parse_cursor(c).ok_or_else(|| "that page link is not valid".to_string());
+    let after = q.cursor.as_deref().map(page_link).transpose()?;
+    let before = q.before.as_deref().map(page_link).transpose()?;
+    Ok(EventFilter {
+        state: q.state,
+        event_type: q.event_type,
+        endpoint_id: q.endpoint,
+        since,
+        until: to,
+        after,
+        before,
+        id: q.id,
+        answer: q.status.as_deref().map(events::parse_answer).transpose()?,
     })
 }
 
-fn range_ms(range: &str) -> Result<i64, AppError> {
+/// A date (`2026-12-01`) or a date and time (`2026-12-01T14:30`, what a
+/// datetime-local input sends) on the wall clock `offset` minutes east of
+/// UTC. A bare date as the end of a range means the whole day.
+fn wall_clock(name: &str, v: &str, offset: i64, end: bool) -> Result<Timestamp, String> {
+    use chrono::{NaiveDate, NaiveDateTime};
+    let at = if let Ok(day) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
+        let day = if end {
+            day.succ_opt().unwrap_or(day)
+        } else {
+            day
+        };
+        day.and_hms_opt(0, 0, 0).map(|t| t.and_utc())
+    } else {
+        ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(v, f).ok())
+            .map(|t| t.and_utc())
+    };
+    at.map(|t| Timestamp(t.timestamp_millis() - offset * 60_000))
+        .ok_or_else(|| {
+            format!("{name} {v:?} is not a date (2026-12-01) or a date and time (2026-12-01T14:30)")
+        })
+}
+
+fn range_ms(range: &str) -> Result<i64, String> {
     let hours = match range {
         "1h" => 1,
         "24h" => 24,
         "7d" => 7 * 24,
         "30d" => 30 * 24,
-        other => return Err(AppError::Invalid(format!("unknown time range {other:?}"))),
+        other => return Err(format!("unknown time range {other:?}")),
     };
     Ok(hours * 3_600_000)
 }

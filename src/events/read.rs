@@ -5,8 +5,35 @@ use crate::{
     context::Ctx,
     delivery::classify::explain,
     error::{OrNotFound, Result},
-    store::{Attempt, Delivery, Event, EventFilter, EventPage},
+    store::{AnswerFilter, Attempt, Delivery, Event, EventFilter, EventPage},
 };
+
+/// The last-answer filter as people type it: an exact status (`404`), a
+/// class (`4xx`, `5xx`) or `timeout`. The error says what is accepted.
+pub fn parse_answer(raw: &str) -> std::result::Result<AnswerFilter, String> {
+    let t = raw.trim().to_ascii_lowercase();
+    let class = t
+        .strip_suffix("xx")
+        .and_then(|d| d.parse::<u8>().ok())
+        .filter(|d| (1..=5).contains(d));
+    match (t.as_str(), class, t.parse::<u16>()) {
+        ("timeout", _, _) => Ok(AnswerFilter::Timeout),
+        (_, Some(c), _) => Ok(AnswerFilter::Class(c)),
+        (_, None, Ok(code)) if (100..=599).contains(&code) => Ok(AnswerFilter::Status(code)),
+        _ => Err(format!(
+            "last answer {raw:?} is not a status (100 to 599), a class (4xx, 5xx) or \"timeout\""
+        )),
+    }
+}
+
+/// The words `parse_answer` reads back, for links and forms.
+pub fn answer_text(a: AnswerFilter) -> String {
+    match a {
+        AnswerFilter::Status(code) => code.to_string(),
+        AnswerFilter::Class(c) => format!("{c}xx"),
+        AnswerFilter::Timeout => "timeout".into(),
+    }
+}
 
 /// A page's place in the list, for `next_cursor` and page links: opaque to
 /// callers, written as `<created_at ms>.<event id>`.
@@ -87,6 +114,11 @@ pub async fn list(
     Ok(ctx.store.list_events(account_id, filter, limit).await?)
 }
 
+/// The event types the account has sent, in order, at most `limit`.
+pub async fn types(ctx: &Ctx, account_id: &str, limit: i64) -> Result<Vec<String>> {
+    Ok(ctx.store.event_types(account_id, limit).await?)
+}
+
 /// One event of the account with every delivery and attempt; another
 /// account's event is not found.
 pub async fn detail(ctx: &Ctx, account_id: &str, id: &str) -> Result<EventInfo> {
@@ -101,4 +133,38 @@ pub async fn detail(ctx: &Ctx, account_id: &str, id: &str) -> Result<EventInfo> 
         });
     }
     Ok(EventInfo { event, deliveries })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_people_type_them() {
+        let table: &[(&str, Option<AnswerFilter>)] = &[
+            ("404", Some(AnswerFilter::Status(404))),
+            (" 429 ", Some(AnswerFilter::Status(429))),
+            ("4xx", Some(AnswerFilter::Class(4))),
+            ("5XX", Some(AnswerFilter::Class(5))),
+            ("Timeout", Some(AnswerFilter::Timeout)),
+            ("600", None),
+            ("99", None),
+            ("6xx", None),
+            ("xx", None),
+            ("4x", None),
+            ("", None),
+            ("-1", None),
+            ("timed out", None),
+        ];
+        for (raw, want) in table {
+            assert_eq!(parse_answer(raw).ok(), *want, "{raw:?}");
+        }
+        for a in [
+            AnswerFilter::Status(503),
+            AnswerFilter::Class(4),
+            AnswerFilter::Timeout,
+        ] {
+            assert_eq!(parse_answer(&answer_text(a)), Ok(a));
+        }
+    }
 }

@@ -33,8 +33,173 @@ pub struct EventFilter {
     pub until: Option<Timestamp>,
     /// Continue after this (created_at, id), newest first.
     pub after: Option<(i64, String)>,
+    /// The page just newer than this (created_at, id): paging back.
+    pub before: Option<(i64, String)>,
     /// Exactly this event id.
     pub id: Option<String>,
+    /// Events with a delivery whose last answer was this.
+    pub answer: Option<AnswerFilter>,
+}
+
+/// A delivery's last answer, as a debugger asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerFilter {
+    /// Exactly this HTTP status.
+    Status(u16),
+    /// Any status of a class: 4 for 4xx, 5 for 5xx.
+    Class(u8),
+    /// No HTTP answer in time.
+    Timeout,
+}
+
+/// The rows whose last answer was no success: what the answer indexes
+/// hold (migration 0018). Queries repeat it word for word so that SQLite
+/// sees the partial indexes apply.
+const NOT_A_SUCCESS: &str = "(d.last_status < 200 OR d.last_status > 299 \
+     OR (d.last_status IS NULL AND d.last_error IS NOT NULL))";
+
+/// The class of a last answer, as indexed: the status's hundreds, -1 for a
+/// timeout, 0 for any other missing answer.
+const ANSWER_CLASS: &str = "(CASE WHEN d.last_status IS NOT NULL THEN d.last_status / 100 \
+     WHEN d.last_error LIKE 'timed out%' THEN -1 ELSE 0 END)";
+
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// The list's query for these filters ($1 is the account) and its other
+/// parameters. Only the filters given appear in the text, so each form
+/// gets a plan of its own and walks the index that fits it:
+/// an exact id is a key lookup; a type alone walks the type index; a
+/// delivery filter walks the deliveries' index for it newest first and
+/// stops after a page, so a filter matching little or nothing is a probe.
+fn list_sql(filter: &EventFilter, limit: i64) -> (String, Vec<Bind>) {
+    let mut binds = Vec::new();
+    let mut arg = |b: Bind| {
+        binds.push(b);
+        format!("${}", binds.len() + 1)
+    };
+    // Conditions on one delivery, written for an alias.
+    let mut on_delivery: Vec<String> = Vec::new();
+    // Successes are not in the answer indexes; they are most of the rows,
+    // so walking the events and probing each finds a page quickly.
+    let mut dense = false;
+    if let Some(state) = &filter.state {
+        on_delivery.push(format!("d.state = {}", arg(Bind::Text(state.clone()))));
+    }
+    if let Some(endpoint) = &filter.endpoint_id {
+        on_delivery.push(format!(
+            "d.endpoint_id = {}",
+            arg(Bind::Text(endpoint.clone()))
+        ));
+    }
+    match filter.answer {
+        None => {}
+        Some(AnswerFilter::Status(code)) if (200..300).contains(&code) => {
+            dense = true;
+            on_delivery.push(format!("d.last_status = {}", arg(Bind::Int(code.into()))));
+        }
+        Some(AnswerFilter::Status(code)) => on_delivery.push(format!(
+            "d.last_status = {} AND {NOT_A_SUCCESS}",
+            arg(Bind::Int(code.into()))
+        )),
+        Some(AnswerFilter::Class(class)) => on_delivery.push(format!(
+            "{ANSWER_CLASS} = {} AND {NOT_A_SUCCESS}",
+            arg(Bind::Int(class.into()))
+        )),
+        Some(AnswerFilter::Timeout) => {
+            on_delivery.push(format!("{ANSWER_CLASS} = -1 AND {NOT_A_SUCCESS}"))
+        }
+    }
+    let on_event = |alias: &str, arg: &mut dyn FnMut(Bind) -> String| {
+        let mut c = Vec::new();
+        if let Some(t) = &filter.event_type {
+            c.push(format!(
+                "{alias}.event_type = {}",
+                arg(Bind::Text(t.clone()))
+            ));
+        }
+        if let Some(id) = &filter.id {
+            c.push(format!("{alias}.id = {}", arg(Bind::Text(id.clone()))));
+        }
+        c
+    };
+    // The time range and the cursor, on a row with created_at and an event id.
+    let window = |at: &str, id: &str, arg: &mut dyn FnMut(Bind) -> String| {
+        let mut c = Vec::new();
+        if let Some(since) = filter.since {
+            c.push(format!("{at} >= {}", arg(Bind::Int(since.millis()))));
+        }
+        if let Some(until) = filter.until {
+            c.push(format!("{at} < {}", arg(Bind::Int(until.millis()))));
+        }
+        if let Some((after_at, after_id)) = &filter.after {
+            let a = arg(Bind::Int(*after_at));
+            let i = arg(Bind::Text(after_id.clone()));
+            c.push(format!("({at} < {a} OR ({at} = {a} AND {id} < {i}))"));
+        }
+        if let Some((before_at, before_id)) = &filter.before {
+            let a = arg(Bind::Int(*before_at));
+            let i = arg(Bind::Text(before_id.clone()));
+            c.push(format!("({at} > {a} OR ({at} = {a} AND {id} > {i}))"));
+        }
+        c
+    };
+    // Paging back walks the same index the other way; the caller turns
+    // the page round.
+    let dir = if filter.before.is_some() {
+        "ASC"
+    } else {
+        "DESC"
+    };
+    let and = |c: Vec<String>| c.iter().map(|c| format!(" AND {c}")).collect::<String>();
+    let walk_events =
+        dense || filter.id.is_some() || filter.event_type.is_some() || on_delivery.is_empty();
+    let sql = if walk_events {
+        // A delivery filter becomes one probe per event: an event has a
+        // delivery per endpoint, few.
+        let mut c = on_event("e", &mut arg);
+        c.extend(window("e.created_at", "e.id", &mut arg));
+        if !on_delivery.is_empty() {
+            c.push(format!(
+                "EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
+                   AND d.event_id = e.id{})",
+                and(on_delivery)
+            ));
+        }
+        format!(
+            "SELECT e.* FROM events e WHERE e.account_id = $1{} \
+             ORDER BY e.created_at {dir}, e.id {dir} LIMIT {}",
+            and(c),
+            arg(Bind::Int(limit))
+        )
+    } else {
+        // An event shows once, for the first of its deliveries that match.
+        // With an endpoint there is only one (one delivery per event and
+        // endpoint), so nothing to drop.
+        let once = if filter.endpoint_id.is_some() {
+            String::new()
+        } else {
+            let same = and(on_delivery.iter().map(|c| c.replace("d.", "f.")).collect());
+            format!(
+                " AND NOT EXISTS (SELECT 1 FROM deliveries f WHERE f.account_id = d.account_id \
+                   AND f.event_id = d.event_id AND f.created_at = d.created_at \
+                   AND f.id < d.id{same})"
+            )
+        };
+        let mut c = on_delivery;
+        c.extend(window("d.created_at", "d.event_id", &mut arg));
+        format!(
+            "SELECT e.* FROM deliveries d JOIN events e \
+               ON e.account_id = d.account_id AND e.id = d.event_id \
+             WHERE d.account_id = $1{}{once} \
+             ORDER BY d.created_at {dir}, d.event_id {dir} LIMIT {}",
+            and(c),
+            arg(Bind::Int(limit))
+        )
+    };
+    (sql, binds)
 }
 
 #[derive(Debug)]
@@ -42,6 +207,8 @@ pub struct EventPage {
     pub events: Vec<(Event, Vec<Delivery>)>,
     /// Pass back as `after` for the next page; `None` on the last page.
     pub next: Option<(i64, String)>,
+    /// Pass back as `before` for the newer page; `None` on the newest.
+    pub prev: Option<(i64, String)>,
 }
 
 impl Store {
@@ -124,78 +291,51 @@ impl Store {
     }
 
     /// Newest first, keyset-paginated on (created_at, id): no OFFSET, no COUNT.
+    ///
+    /// The filters on deliveries (state, endpoint, last answer) hold for
+    /// one and the same delivery: "failed to this endpoint" is a delivery
+    /// to it that failed, not an event that failed somewhere else.
     pub async fn list_events(
         &self,
         account_id: &str,
         filter: &EventFilter,
         limit: i64,
     ) -> Result<EventPage> {
-        // $1 account, $2 type, $3/$4 time range, $5/$6 the cursor, $7 state,
-        // $8 endpoint, $10 event id. The endpoint test is a scalar probe of
-        // the (account, event, endpoint) key: as EXISTS, Postgres may hash
-        // every delivery of the endpoint first.
-        let endpoint_probe = "AND ($8 IS NULL OR (SELECT 1 FROM deliveries d8 \
-                                WHERE d8.account_id = e.account_id AND d8.event_id = e.id \
-                                  AND d8.endpoint_id = $8) = 1)";
-        let rest = "AND ($2 IS NULL OR e.event_type = $2) AND ($10 IS NULL OR e.id = $10)";
-        // A filter on the deliveries walks their index newest first and stops
-        // after a page, so a filter matching little or nothing is a probe,
-        // not a walk over every event. Deliveries share their event's
-        // created_at, so the cursor is the same.
-        let by_delivery = "SELECT e.* FROM deliveries d JOIN events e \
-                             ON e.account_id = d.account_id AND e.id = d.event_id \
-                           WHERE d.account_id = $1 \
-                             AND ($3 IS NULL OR d.created_at >= $3) \
-                             AND ($4 IS NULL OR d.created_at < $4) \
-                             AND ($5 IS NULL OR d.created_at < $5 \
-                                  OR (d.created_at = $5 AND d.event_id < $6))";
-        let sql = match (&filter.state, &filter.endpoint_id) {
-            // An event shows once, for the first of its deliveries in the
-            // state (the probe names every column of the index: a seek).
-            (Some(_), _) => format!(
-                "{by_delivery} AND d.state = $7 \
-                   AND NOT EXISTS (SELECT 1 FROM deliveries f WHERE f.account_id = d.account_id \
-                       AND f.state = d.state AND f.created_at = d.created_at \
-                       AND f.event_id = d.event_id AND f.id < d.id) \
-                   {endpoint_probe} {rest} \
-                 ORDER BY d.created_at DESC, d.event_id DESC LIMIT $9"
-            ),
-            // One delivery per event and endpoint: no duplicates to drop.
-            (None, Some(_)) => format!(
-                "{by_delivery} AND d.endpoint_id = $8 AND ($7 IS NULL) {rest} \
-                 ORDER BY d.created_at DESC, d.event_id DESC LIMIT $9"
-            ),
-            (None, None) => format!(
-                "SELECT e.* FROM events e WHERE e.account_id = $1 \
-                   AND ($3 IS NULL OR e.created_at >= $3) \
-                   AND ($4 IS NULL OR e.created_at < $4) \
-                   AND ($5 IS NULL OR e.created_at < $5 OR (e.created_at = $5 AND e.id < $6)) \
-                   AND ($7 IS NULL) AND ($8 IS NULL) {rest} \
-                 ORDER BY e.created_at DESC, e.id DESC LIMIT $9"
-            ),
-        };
-        let (after_at, after_id) = match &filter.after {
-            Some((at, id)) => (Some(*at), Some(id.clone())),
-            None => (None, None),
-        };
-        let mut events = on_pool!(self, |p| sqlx::query_as::<_, Event>(&sql)
-            .bind(account_id)
-            .bind(&filter.event_type)
-            .bind(filter.since.map(Timestamp::millis))
-            .bind(filter.until.map(Timestamp::millis))
-            .bind(after_at)
-            .bind(&after_id)
-            .bind(&filter.state)
-            .bind(&filter.endpoint_id)
-            .bind(limit + 1)
-            .bind(&filter.id)
-            .fetch_all(p)
-            .await)?;
+        let (sql, binds) = list_sql(filter, limit + 1);
+        let mut events = on_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Event>(&sql).bind(account_id);
+            for b in &binds {
+                q = match b {
+                    Bind::Text(t) => q.bind(t.as_str()),
+                    Bind::Int(i) => q.bind(*i),
+                };
+            }
+            q.fetch_all(p).await
+        })?;
         let has_more = events.len() as i64 > limit;
         events.truncate(limit.max(0) as usize);
-        let next = has_more
-            .then(|| events.last().map(|e| (e.created_at, e.id.clone())))
-            .flatten();
+        let key = |e: Option<&Event>| e.map(|e| (e.created_at, e.id.clone()));
+        let backwards = filter.before.is_some();
+        if backwards {
+            events.reverse();
+        }
+        // Paging back, the cursor's own row proves an older page; paging
+        // on, the cursor proves a newer one.
+        let (next, prev) = if backwards {
+            (
+                key(events.last()),
+                has_more.then(|| key(events.first())).flatten(),
+            )
+        } else {
+            (
+                has_more.then(|| key(events.last())).flatten(),
+                filter
+                    .after
+                    .is_some()
+                    .then(|| key(events.first()))
+                    .flatten(),
+            )
+        };
         let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
         let mut by_event: HashMap<String, Vec<Delivery>> = HashMap::new();
         for d in self.deliveries_of_events(account_id, &ids).await? {
@@ -208,7 +348,28 @@ impl Store {
                 (e, deliveries)
             })
             .collect();
-        Ok(EventPage { events: page, next })
+        Ok(EventPage {
+            events: page,
+            next,
+            prev,
+        })
+    }
+
+    /// The event types the account has sent, in order, at most `limit`:
+    /// one probe of the type index per type, however many events.
+    pub async fn event_types(&self, account_id: &str, limit: i64) -> Result<Vec<String>> {
+        let sql = "WITH RECURSIVE t(ty) AS ( \
+                     SELECT min(event_type) FROM events WHERE account_id = $1 \
+                     UNION ALL \
+                     SELECT (SELECT min(event_type) FROM events \
+                             WHERE account_id = $1 AND event_type > t.ty) \
+                     FROM t WHERE t.ty IS NOT NULL) \
+                   SELECT ty FROM t WHERE ty IS NOT NULL LIMIT $2";
+        Ok(on_pool!(self, |p| sqlx::query_scalar::<_, String>(sql)
+            .bind(account_id)
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
     }
 
     /// The deliveries of a page of events in one query, oldest first.

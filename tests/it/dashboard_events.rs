@@ -221,17 +221,20 @@ async fn the_list_filters_by_state_type_endpoint_time_and_id_and_pages(store: St
     let recent = ana.events(&app, &[("range", "1h")]).await;
     assert_eq!(ids(&recent).len(), 15, "{:?}", ids(&recent));
 
-    let (status, body) = ana.call(&app, "events", &[("query[state]", "bogus")]).await;
-    assert!(!status.is_success());
-    assert!(
-        body.to_string().contains("unknown delivery state"),
-        "{body}"
-    );
-    let (status, body) = ana
-        .call(&app, "events", &[("query[cursor]", "garbage")])
-        .await;
-    assert!(!status.is_success());
-    assert!(body.to_string().contains("page link"), "{body}");
+    // Filters that cannot be read keep the form and say why.
+    for (key, value, why) in [
+        ("query[state]", "bogus", "unknown delivery state"),
+        ("query[cursor]", "garbage", "page link"),
+        ("query[status]", "6xx", "is not a status"),
+        ("query[from]", "yesterday", "is not a date"),
+    ] {
+        let (status, body) = ana.call(&app, "events", &[(key, value)]).await;
+        assert!(status.is_success(), "{key}: {body}");
+        let problem = body["problem"].as_str().unwrap_or_default();
+        assert!(problem.contains(why), "{key}: {body}");
+        assert!(body["rows"].as_array().unwrap().is_empty());
+        assert_eq!(body["endpoints"].as_array().unwrap().len(), 2);
+    }
 }
 
 async fn the_detail_shows_every_attempt_and_never_the_secret(store: Store) {

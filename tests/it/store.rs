@@ -25,6 +25,7 @@ on_both_backends!(
     expired_leases_are_rescued_without_counting_an_attempt,
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
     each_filter_form_lists_an_event_once_and_pages_in_order,
+    the_list_filters_by_last_answer_type_id_and_time,
 );
 
 const WINDOW: Duration = Duration::from_secs(72 * 3600);
@@ -1135,4 +1136,204 @@ async fn each_filter_form_lists_an_event_once_and_pages_in_order(store: Store) {
         ..EventFilter::default()
     };
     assert!(all_pages(&store, &acc.id, someone_elses).await.is_empty());
+}
+
+/// The debugger's filters: the last answer (exact, class, timeout), the
+/// delivery filters holding for one and the same delivery, type alone,
+/// an exact id, a time window, and the types the account has sent.
+async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
+    use dakghar::store::{AnswerFilter, EventFilter};
+    let (acc, a, b) =
+        two_endpoints_and_events(&store, &["one", "two", "one", "two", "one"], &[]).await;
+    let now = Timestamp(1_700_000_100_000);
+    let claimed = store
+        .claim_due(
+            now,
+            now.plus(Duration::from_secs(300)),
+            100,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 7);
+    let later = Transition::Retry {
+        next_attempt_at: now.plus(Duration::from_secs(600)),
+    };
+    let timed_out = AttemptRecord {
+        error: Some("timed out: operation timed out".into()),
+        ..record(1, None)
+    };
+    // What each delivery's one attempt answered; e4 to a is never tried.
+    for d in &claimed {
+        let (answer, to) = match (d.event_id.as_str(), d.endpoint_id == a.id) {
+            ("e0", true) => (record(1, Some(500)), later),
+            ("e1", true) => (record(1, Some(200)), Transition::Delivered),
+            ("e1", false) => (record(1, Some(429)), later),
+            ("e2", true) => (timed_out.clone(), later),
+            ("e3", true) => (record(1, Some(404)), Transition::Failed),
+            ("e3", false) => (record(1, Some(200)), Transition::Delivered),
+            _ => {
+                store.release_claim(d, now).await.unwrap();
+                continue;
+            }
+        };
+        store.complete_attempt(d, &answer, to, now).await.unwrap();
+    }
+    let list = |f: EventFilter| {
+        let store = store.clone();
+        let acc = acc.id.clone();
+        async move { all_pages(&store, &acc, f).await }
+    };
+    let answer = |x| EventFilter {
+        answer: Some(x),
+        ..EventFilter::default()
+    };
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(list(answer(AnswerFilter::Status(500))).await, ids(&["e0"]));
+    assert_eq!(list(answer(AnswerFilter::Class(5))).await, ids(&["e0"]));
+    assert_eq!(
+        list(answer(AnswerFilter::Class(4))).await,
+        ids(&["e3", "e1"])
+    );
+    assert_eq!(list(answer(AnswerFilter::Status(429))).await, ids(&["e1"]));
+    assert_eq!(list(answer(AnswerFilter::Timeout)).await, ids(&["e2"]));
+    assert_eq!(
+        list(answer(AnswerFilter::Status(200))).await,
+        ids(&["e3", "e1"])
+    );
+    assert!(list(answer(AnswerFilter::Status(503))).await.is_empty());
+    assert!(list(answer(AnswerFilter::Class(3))).await.is_empty());
+
+    // Every delivery filter holds for the same delivery.
+    let on = |endpoint: &str, f: EventFilter| EventFilter {
+        endpoint_id: Some(endpoint.to_string()),
+        ..f
+    };
+    assert!(list(on(&a.id, answer(AnswerFilter::Status(429))))
+        .await
+        .is_empty());
+    assert_eq!(
+        list(on(&b.id, answer(AnswerFilter::Status(429)))).await,
+        ids(&["e1"])
+    );
+    assert_eq!(
+        list(on(&b.id, answer(AnswerFilter::Status(200)))).await,
+        ids(&["e3"])
+    );
+    let failed = EventFilter {
+        state: Some("failed".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(list(failed.clone()).await, ids(&["e3"]));
+    assert_eq!(list(on(&a.id, failed.clone())).await, ids(&["e3"]));
+    assert!(
+        list(on(&b.id, failed)).await.is_empty(),
+        "e3 failed at a, not at b"
+    );
+    let retrying_5xx = EventFilter {
+        state: Some("pending".into()),
+        ..answer(AnswerFilter::Class(5))
+    };
+    assert_eq!(list(retrying_5xx).await, ids(&["e0"]));
+
+    // Type alone, exact ids, and ids with a filter they do not meet.
+    let of_type = |t: &str| EventFilter {
+        event_type: Some(t.into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(list(of_type("two")).await, ids(&["e3", "e1"]));
+    assert!(list(of_type("three")).await.is_empty());
+    let by_id = |id: &str, f: EventFilter| EventFilter {
+        id: Some(id.into()),
+        ..f
+    };
+    assert_eq!(
+        list(by_id("e2", EventFilter::default())).await,
+        ids(&["e2"])
+    );
+    assert!(list(by_id("nope", EventFilter::default())).await.is_empty());
+    assert_eq!(
+        list(by_id("e2", answer(AnswerFilter::Timeout))).await,
+        ids(&["e2"])
+    );
+    assert!(list(by_id("e2", answer(AnswerFilter::Class(4))))
+        .await
+        .is_empty());
+    assert!(list(by_id("e2", of_type("two"))).await.is_empty());
+
+    // A window of time: e0 to e4 were made at +1 s to +5 s.
+    let start = 1_700_000_000_000;
+    let window = EventFilter {
+        since: Some(Timestamp(start + 3_000)),
+        until: Some(Timestamp(start + 5_000)),
+        ..EventFilter::default()
+    };
+    assert_eq!(list(window.clone()).await, ids(&["e3", "e2"]));
+    assert_eq!(
+        list(EventFilter {
+            answer: Some(AnswerFilter::Class(4)),
+            ..window
+        })
+        .await,
+        ids(&["e3"])
+    );
+
+    // Paging back from the oldest page by `prev` gives every page again,
+    // the same rows in the same order, none twice.
+    for f in [
+        EventFilter::default(),
+        answer(AnswerFilter::Class(4)),
+        of_type("one"),
+    ] {
+        let mut forward = Vec::new();
+        let mut g = f.clone();
+        loop {
+            let page = store.list_events(&acc.id, &g, 2).await.unwrap();
+            forward.push(
+                page.events
+                    .iter()
+                    .map(|(e, _)| e.id.clone())
+                    .collect::<Vec<_>>(),
+            );
+            match page.next {
+                Some(n) => g.after = Some(n),
+                None => break,
+            }
+        }
+        let mut back = vec![forward.last().unwrap().clone()];
+        let mut g = f.clone();
+        g.after = None;
+        // The last page's newest row is where paging back starts.
+        let last_first = forward.last().unwrap()[0].clone();
+        let first_row = store.event(&acc.id, &last_first).await.unwrap();
+        g.before = Some((first_row.created_at, first_row.id));
+        loop {
+            let page = store.list_events(&acc.id, &g, 2).await.unwrap();
+            back.push(
+                page.events
+                    .iter()
+                    .map(|(e, _)| e.id.clone())
+                    .collect::<Vec<_>>(),
+            );
+            match page.prev {
+                Some(p) => g.before = Some(p),
+                None => break,
+            }
+        }
+        back.reverse();
+        if forward.len() > 1 {
+            assert_eq!(back, forward, "{f:?}");
+        }
+    }
+
+    assert_eq!(
+        store.event_types(&acc.id, 10).await.unwrap(),
+        ["one", "two"]
+    );
+    assert_eq!(store.event_types(&acc.id, 1).await.unwrap(), ["one"]);
+    assert!(store
+        .event_types("acc_nobody", 10)
+        .await
+        .unwrap()
+        .is_empty());
 }

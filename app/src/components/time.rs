@@ -33,6 +33,18 @@ pub fn Time(ms: i64, #[prop(optional)] relative_to: Option<i64>) -> impl IntoVie
     view! { <time datetime=format::iso(ms) title=title>{text}</time> }
 }
 
+/// The viewer's offset from UTC at `ms`, for text built around times
+/// (chart labels): 0 in the server's render, the browser's once hydrated.
+pub fn viewer_offset(ms: i64) -> ReadSignal<i64> {
+    let (offset, set) = signal(0);
+    Effect::new(move |_| {
+        if let Some(local) = local_offset_minutes(ms) {
+            set.set(local);
+        }
+    });
+    offset
+}
+
 /// Minutes east of UTC in the browser's zone at that moment (so summer
 /// time is right for each date); `None` on the server.
 #[cfg(feature = "hydrate")]
@@ -45,4 +57,16 @@ pub fn local_offset_minutes(ms: i64) -> Option<i64> {
 #[cfg(not(feature = "hydrate"))]
 pub fn local_offset_minutes(_ms: i64) -> Option<i64> {
     None
+}
+
+/// The browser's clock in unix milliseconds; 0 on the server, where only
+/// hydrated code asks.
+#[cfg(feature = "hydrate")]
+pub fn js_now() -> i64 {
+    js_sys::Date::now() as i64
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub fn js_now() -> i64 {
+    0
 }

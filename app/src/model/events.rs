@@ -13,7 +13,18 @@ pub struct EventsQuery {
     pub range: Option<String>,
     /// An exact event id.
     pub id: Option<String>,
+    /// A delivery's last answer: `404`, `4xx`, `5xx` or `timeout`.
+    pub status: Option<String>,
+    /// A custom range, from and to, each `YYYY-MM-DD` or
+    /// `YYYY-MM-DDTHH:MM` (what a date or datetime-local input sends) on
+    /// the wall clock `tz` minutes east of UTC.
+    pub from: Option<String>,
+    pub to: Option<String>,
+    /// The viewer's zone once the page runs; UTC without it.
+    pub tz: Option<String>,
     pub cursor: Option<String>,
+    /// Paging back: the page just newer than this cursor.
+    pub before: Option<String>,
 }
 
 impl EventsQuery {
@@ -24,20 +35,42 @@ impl EventsQuery {
             &self.endpoint,
             &self.range,
             &self.id,
+            &self.status,
+            &self.from,
+            &self.to,
         ]
         .iter()
         .any(|f| f.is_some())
     }
 
-    /// The query string for these filters (without the cursor) plus `extra`.
+    /// These filters' page just newer than `before`.
+    pub fn newer_url(&self, before: &str) -> String {
+        self.url_with(None, Some(before))
+    }
+
+    /// These filters' page after `cursor` (the first page without one).
     pub fn to_url(&self, cursor: Option<&str>) -> String {
+        self.url_with(cursor, None)
+    }
+
+    fn url_with(&self, cursor: Option<&str>, before: Option<&str>) -> String {
         let pairs = [
             ("state", self.state.as_deref()),
             ("type", self.event_type.as_deref()),
             ("endpoint", self.endpoint.as_deref()),
             ("range", self.range.as_deref()),
             ("id", self.id.as_deref()),
+            ("status", self.status.as_deref()),
+            ("from", self.from.as_deref()),
+            ("to", self.to.as_deref()),
+            (
+                "tz",
+                self.tz
+                    .as_deref()
+                    .filter(|_| self.from.is_some() || self.to.is_some()),
+            ),
             ("cursor", cursor),
+            ("before", before),
         ];
         let query: Vec<String> = pairs
             .iter()
@@ -70,6 +103,15 @@ pub const RANGES: [(&str, &str); 4] = [
     ("30d", "Last 30 days"),
 ];
 
+/// Suggestions for the last-answer filter; any status works too.
+pub const ANSWERS: [(&str, &str); 5] = [
+    ("4xx", "any 4xx"),
+    ("5xx", "any 5xx"),
+    ("429", "429 Too Many Requests"),
+    ("410", "410 Gone"),
+    ("timeout", "no answer in time"),
+];
+
 pub const STATES: [(&str, &str); 5] = [
     ("pending", "Pending"),
     ("in_flight", "In flight"),
@@ -90,7 +132,13 @@ pub struct EventsList {
     pub now: i64,
     pub rows: Vec<EventRow>,
     pub next_cursor: Option<String>,
+    /// The newer page's cursor, for `before`; none on the newest page.
+    pub prev_cursor: Option<String>,
     pub endpoints: Vec<EndpointOption>,
+    /// The types the account has sent, for the type filter's suggestions.
+    pub event_types: Vec<String>,
+    /// Why these filters cannot be read; the list is then empty.
+    pub problem: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,10 +10,10 @@ use crate::{
     api::events::list_events,
     components::{
         layout::{ErrorNotice, Layout},
-        time::Time,
+        time::{js_now, local_offset_minutes, Time},
     },
     format,
-    model::events::{EndpointOption, EventRow, EventsList, EventsQuery, RANGES, STATES},
+    model::events::{EndpointOption, EventRow, EventsList, EventsQuery, ANSWERS, RANGES, STATES},
 };
 
 #[component]
@@ -32,7 +32,12 @@ pub fn EventsPage() -> impl IntoView {
             endpoint: get("endpoint"),
             range: get("range"),
             id: get("id"),
+            status: get("status"),
+            from: get("from"),
+            to: get("to"),
+            tz: get("tz"),
             cursor: get("cursor"),
+            before: get("before"),
         }
     });
     let list = Resource::new(move || filters.get(), list_events);
@@ -57,15 +62,24 @@ pub fn EventsPage() -> impl IntoView {
 
 #[component]
 fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
-    let first_ever = list.rows.is_empty() && !q.is_filtered() && q.cursor.is_none();
+    let first_ever = list.rows.is_empty()
+        && list.problem.is_none()
+        && !q.is_filtered()
+        && q.cursor.is_none()
+        && q.before.is_none();
     if first_ever {
         return view! { <FirstEvent /> }.into_any();
     }
     let older = list.next_cursor.as_deref().map(|c| q.to_url(Some(c)));
-    let newest = q.cursor.is_some().then(|| q.to_url(None));
-    let empty = list.rows.is_empty();
+    let newer = list.prev_cursor.as_deref().map(|c| q.newer_url(c));
+    // The newest page is one step back when the newer page is it.
+    let newest =
+        (newer.is_some() && (q.cursor.is_some() || q.before.is_some())).then(|| q.to_url(None));
+    let problem = list.problem.clone();
+    let empty = list.rows.is_empty() && problem.is_none();
     view! {
-        <Filters q=q.clone() endpoints=list.endpoints.clone() />
+        <Filters q=q.clone() endpoints=list.endpoints.clone() types=list.event_types.clone() />
+        {problem.map(|p| view! { <p class="notice error" role="alert" data-testid="filter-problem">{p}</p> })}
         <Show when=move || empty>
             <section class="card empty-state">
                 <h2>"No events match these filters"</h2>
@@ -90,7 +104,8 @@ fn EventsView(q: EventsQuery, list: EventsList) -> impl IntoView {
             </table>
         </Show>
         <nav class="pager" aria-label="Pages">
-            {newest.map(|href| view! { <a class="button secondary" href=href>"← Newest"</a> })}
+            {newest.map(|href| view! { <a class="button secondary" href=href>"⇤ Newest"</a> })}
+            {newer.map(|href| view! { <a class="button secondary" href=href rel="prev">"← Newer events"</a> })}
             {older.map(|href| view! { <a class="button secondary" href=href rel="next">"Older events →"</a> })}
         </nav>
     }
@@ -102,13 +117,13 @@ fn Row(row: EventRow, now: i64) -> impl IntoView {
     let href = format!("/events/{}", format::path_segment(&row.id));
     view! {
         <tr data-testid="event-row">
-            <td>
+            <td data-label="Event">
                 <a class="event-link" href=href>
                     <span class="event-type">{row.event_type}</span>
                     <code class="event-id">{row.id}</code>
                 </a>
             </td>
-            <td class="badges">
+            <td class="badges" data-label="Deliveries">
                 {row
                     .deliveries
                     .into_iter()
@@ -122,16 +137,29 @@ fn Row(row: EventRow, now: i64) -> impl IntoView {
                     })
                     .collect_view()}
             </td>
-            <td class="time"><Time ms=row.created_at relative_to=now /></td>
+            <td class="time" data-label="Created"><Time ms=row.created_at relative_to=now /></td>
         </tr>
     }
 }
 
 #[component]
-fn Filters(q: EventsQuery, endpoints: Vec<EndpointOption>) -> impl IntoView {
+fn Filters(q: EventsQuery, endpoints: Vec<EndpointOption>, types: Vec<String>) -> impl IntoView {
     let state = q.state.clone().unwrap_or_default();
     let range = q.range.clone().unwrap_or_default();
     let endpoint = q.endpoint.clone().unwrap_or_default();
+    // Typed times are on the viewer's wall clock once the page runs (the
+    // offset travels in the URL, so a shared link means the same times),
+    // and in UTC without JavaScript.
+    let asked = q.tz.as_deref().and_then(|t| t.parse::<i64>().ok());
+    let offset = RwSignal::new(asked.unwrap_or(0));
+    if asked.is_none() {
+        Effect::new(move |_| {
+            if let Some(local) = local_offset_minutes(js_now()) {
+                offset.set(local);
+            }
+        });
+    }
+    let zone = move || format::zone(offset.get());
     view! {
         <form class="filters card" method="get" action="/events" role="search">
             <label>
@@ -148,8 +176,12 @@ fn Filters(q: EventsQuery, endpoints: Vec<EndpointOption>) -> impl IntoView {
             </label>
             <label>
                 "Event type"
-                <input name="type" value=q.event_type.clone().unwrap_or_default() placeholder="invoice.paid" />
+                <input name="type" value=q.event_type.clone().unwrap_or_default() placeholder="invoice.paid"
+                    list="event-types" autocomplete="off" />
             </label>
+            <datalist id="event-types">
+                {types.into_iter().map(|t| view! { <option value=t></option> }).collect_view()}
+            </datalist>
             <label>
                 "Endpoint"
                 <select name="endpoint">
@@ -175,6 +207,26 @@ fn Filters(q: EventsQuery, endpoints: Vec<EndpointOption>) -> impl IntoView {
                         .collect_view()}
                 </select>
             </label>
+            <label>
+                "Last answer"
+                <input name="status" value=q.status.clone().unwrap_or_default() placeholder="500, 4xx, timeout"
+                    list="answers" autocomplete="off" size="10" data-testid="status-filter" />
+            </label>
+            <datalist id="answers">
+                {ANSWERS
+                    .iter()
+                    .map(|(v, label)| view! { <option value=*v label=*label></option> })
+                    .collect_view()}
+            </datalist>
+            <label>
+                "From (" {zone} ")"
+                <input type="datetime-local" name="from" value=q.from.clone().unwrap_or_default() data-testid="from-filter" />
+            </label>
+            <label>
+                "To (" {zone} ")"
+                <input type="datetime-local" name="to" value=q.to.clone().unwrap_or_default() data-testid="to-filter" />
+            </label>
+            <input type="hidden" name="tz" value=move || offset.get().to_string() />
             <label>
                 "Event id"
                 <input name="id" value=q.id.clone().unwrap_or_default() placeholder="evt_…" />
