@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::{format, model::endpoints::LatencyPoint};
+use crate::{components::time::viewer_offset, format, model::endpoints::LatencyPoint};
 
 const W: f64 = 720.0;
 const H: f64 = 170.0;
@@ -17,12 +17,13 @@ fn plot_height() -> f64 {
     H - BOTTOM - TOP
 }
 
-/// `HH:MM` of an hour, for the x axis.
-fn hour_label(start: i64) -> String {
-    format::time(start)[11..16].to_string()
+/// `HH:MM` of an hour on the wall clock `offset` minutes east of UTC, for
+/// the x axis.
+fn hour_label(start: i64, offset: i64) -> String {
+    format::time_at_offset(start, offset)[11..16].to_string()
 }
 
-/// `YYYY-MM-DD` of a day.
+/// `YYYY-MM-DD` of a day (days are UTC days: that is how they are counted).
 fn day(start: i64) -> String {
     format::time(start)[..10].to_string()
 }
@@ -53,6 +54,7 @@ pub fn AttemptsChart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
         .max(1) as f64;
     let slot = (W - LEFT) / hourly.len().max(1) as f64;
     let scale = plot_height() / most;
+    let offset = viewer_offset(hourly.first().map_or(0, |h| h.0));
     let bars = hourly
         .iter()
         .enumerate()
@@ -61,9 +63,15 @@ pub fn AttemptsChart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
             let ok_h = *ok as f64 * scale;
             let bad_h = *bad as f64 * scale;
             let base = TOP + plot_height();
-            let title = format!("{}: {ok} delivered, {bad} failed", format::time(*start));
+            let (start, ok, bad) = (*start, *ok, *bad);
+            let title = move || {
+                format!(
+                    "{}: {ok} delivered, {bad} failed",
+                    format::time_at_offset(start, offset.get())
+                )
+            };
             let label = (i % 6 == 0).then(|| {
-                view! { <text x=x y=H - 4.0 class="axis">{hour_label(*start)}</text> }
+                view! { <text x=x y=H - 4.0 class="axis">{move || hour_label(start, offset.get())}</text> }
             });
             view! {
                 <g>
@@ -91,7 +99,8 @@ pub fn AttemptsChart(hourly: Vec<(i64, i64, i64)>) -> impl IntoView {
         </svg>
         <p class="legend small">
             <span class="swatch ok"></span>" delivered "
-            <span class="swatch bad hatched"></span>" failed or retried (hatched) · attempts per hour, UTC"
+            <span class="swatch bad hatched"></span>" failed or retried (hatched) · attempts per hour, "
+            {move || format::zone(offset.get())}
         </p>
     }
     .into_any()
@@ -115,6 +124,7 @@ pub fn LatencyChart(
         .max(1) as f64;
     let slot = (W - LEFT) / points.len().max(1) as f64;
     let x_of = |i: usize| LEFT + i as f64 * slot + slot / 2.0;
+    let offset = viewer_offset(points.first().map_or(0, |p| p.start));
     let y_of = |ms: i64| TOP + plot_height() * (1.0 - ms as f64 / most);
     let line = |pick: fn(&LatencyPoint) -> Option<i64>, class: &'static str| {
         // One polyline per run of buckets that had attempts.
@@ -138,24 +148,30 @@ pub fn LatencyChart(
         .enumerate()
         .map(|(i, p)| {
             let x = x_of(i);
-            let when = if daily {
-                day(p.start)
-            } else {
-                format::time(p.start)
+            let (start, p50, p95) = (p.start, p.p50_ms, p.p95_ms);
+            let when = move || {
+                if daily {
+                    day(start)
+                } else {
+                    format::time_at_offset(start, offset.get())
+                }
             };
-            let title = match (p.p50_ms, p.p95_ms) {
+            let title = move || match (p50, p95) {
                 (Some(a), Some(b)) => format!(
-                    "{when}: p50 {}, p95 {}",
+                    "{}: p50 {}, p95 {}",
+                    when(),
                     format::duration_ms(a),
                     format::duration_ms(b)
                 ),
-                _ => format!("{when}: no attempts"),
+                _ => format!("{}: no attempts", when()),
             };
             let label = (daily || i % 6 == 0).then(|| {
-                let text = if daily {
-                    day(p.start)[5..].to_string()
-                } else {
-                    hour_label(p.start)
+                let text = move || {
+                    if daily {
+                        day(start)[5..].to_string()
+                    } else {
+                        hour_label(start, offset.get())
+                    }
                 };
                 view! { <text x=x - 14.0 y=H - 4.0 class="axis">{text}</text> }
             });
@@ -192,13 +208,14 @@ pub fn LatencyChart(
 #[component]
 pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> impl IntoView {
     let ms = format::optional_ms;
+    let offset = viewer_offset(hourly.first().map_or(0, |h| h.0));
     let rows = hourly
         .iter()
         .zip(latency.iter())
         .map(|((start, ok, bad), l)| {
             view! {
                 <tr>
-                    <th scope="row">{format::time(*start)}</th>
+                    <th scope="row">{let start = *start; move || format::time_at_offset(start, offset.get())}</th>
                     <td>{*ok}</td>
                     <td>{*bad}</td>
                     <td>{ms(l.p50_ms)}</td>
@@ -208,7 +225,10 @@ pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> im
         })
         .collect_view();
     view! {
-        <table class="visually-hidden" data-testid="chart-data">
+        // The class is on a wrapper: a table is never narrower than its
+        // content, so clipping the table itself would still widen a phone's page.
+        <div class="visually-hidden">
+        <table data-testid="chart-data">
             <caption>"Attempts and latency per hour, last 24 hours"</caption>
             <thead>
                 <tr>
@@ -221,6 +241,7 @@ pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> im
             </thead>
             <tbody>{rows}</tbody>
         </table>
+        </div>
     }
     .into_any()
 }
@@ -230,7 +251,8 @@ pub fn ChartData(hourly: Vec<(i64, i64, i64)>, latency: Vec<LatencyPoint>) -> im
 pub fn DailyData(latency: Vec<LatencyPoint>) -> impl IntoView {
     let ms = format::optional_ms;
     view! {
-        <table class="visually-hidden" data-testid="daily-data">
+        <div class="visually-hidden">
+        <table data-testid="daily-data">
             <caption>"Latency per day, last 7 days"</caption>
             <thead>
                 <tr><th scope="col">"Day"</th><th scope="col">"p50"</th><th scope="col">"p95"</th></tr>
@@ -248,6 +270,7 @@ pub fn DailyData(latency: Vec<LatencyPoint>) -> impl IntoView {
                     .collect_view()}
             </tbody>
         </table>
+        </div>
     }
     .into_any()
 }

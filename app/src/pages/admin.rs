@@ -57,10 +57,10 @@ pub fn AdminPage() -> impl IntoView {
                                         .into_iter()
                                         .map(|a| view! {
                                             <tr data-testid="account-row">
-                                                <td>{a.name}<div class="muted small"><code>{a.id}</code></div></td>
-                                                <td>{a.queued}</td>
-                                                <td>{a.dead_letters}</td>
-                                                <td>{a.failing_endpoints}</td>
+                                                <td data-label="Account">{a.name}<div class="muted small"><code>{a.id}</code></div></td>
+                                                <td data-label="Queued">{a.queued}</td>
+                                                <td data-label="Dead letters">{a.dead_letters}</td>
+                                                <td data-label="Failing endpoints">{a.failing_endpoints}</td>
                                             </tr>
                                         })
                                         .collect_view()}
@@ -187,11 +187,11 @@ pub fn AuditPage() -> impl IntoView {
                                             };
                                             view! {
                                                 <tr data-testid="audit-row">
-                                                    <td class="time"><Time ms=r.created_at /></td>
-                                                    <td><code>{r.actor}</code></td>
-                                                    <td>{what}<div class="muted small"><code>{r.criteria}</code></div></td>
-                                                    <td>{r.count}</td>
-                                                    <td>{r.status}</td>
+                                                    <td class="time" data-label="When"><Time ms=r.created_at /></td>
+                                                    <td data-label="Who"><code>{r.actor}</code></td>
+                                                    <td data-label="What">{what}<div class="muted small"><code>{r.criteria}</code></div></td>
+                                                    <td data-label="Count">{r.count}</td>
+                                                    <td data-label="Status">{r.status}</td>
                                                 </tr>
                                             }
                                         })

@@ -68,9 +68,9 @@ pub fn ReplayPage() -> impl IntoView {
                                                 .into_iter()
                                                 .map(|l| view! {
                                                     <tr data-testid="preview-row">
-                                                        <td>{l.account_name}</td>
-                                                        <td><code>{l.endpoint_url}</code></td>
-                                                        <td>{l.count}</td>
+                                                        <td data-label="Account">{l.account_name}</td>
+                                                        <td data-label="Endpoint"><code>{l.endpoint_url}</code></td>
+                                                        <td data-label="Deliveries">{l.count}</td>
                                                     </tr>
                                                 })
                                                 .collect_view()}

@@ -68,16 +68,16 @@ pub fn ApiKeysPage() -> impl IntoView {
                                             let key_id = k.id.clone();
                                             view! {
                                                 <tr data-testid="key-row">
-                                                    <td data-testid="key-name">{k.name.clone()}</td>
-                                                    <td><code>{format!("{}…", k.prefix)}</code></td>
-                                                    <td class="time"><Time ms=k.created_at /></td>
-                                                    <td class="time" data-testid="key-last-used">
+                                                    <td data-testid="key-name" data-label="Name">{k.name.clone()}</td>
+                                                    <td data-label="Key"><code>{format!("{}…", k.prefix)}</code></td>
+                                                    <td class="time" data-label="Created"><Time ms=k.created_at /></td>
+                                                    <td class="time" data-testid="key-last-used" data-label="Last used">
                                                         {match k.last_used_at {
                                                             Some(t) => view! { <Time ms=t /> }.into_any(),
                                                             None => view! { <span class="muted">"never"</span> }.into_any(),
                                                         }}
                                                     </td>
-                                                    <td>
+                                                    <td data-label="State">
                                                         {match k.revoked_at {
                                                             Some(t) => view! { <span class="badge expired">"revoked"</span> <span class="muted small"><Time ms=t /></span> }.into_any(),
                                                             None => view! { <span class="badge delivered">"active"</span> }.into_any(),

@@ -95,7 +95,7 @@ fn ContractView(c: Contract) -> impl IntoView {
                 <tbody>
                     {c.schedule
                         .iter()
-                        .map(|(n, lo, hi)| view! { <tr><td>{*n}</td><td>{lo.clone()}</td><td>{hi.clone()}</td></tr> })
+                        .map(|(n, lo, hi)| view! { <tr><td data-label="Attempt">{*n}</td><td data-label="Waits at least">{lo.clone()}</td><td data-label="Waits at most">{hi.clone()}</td></tr> })
                         .collect_view()}
                 </tbody>
             </table>

@@ -163,7 +163,7 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
             let asked = d.throttle_status.map_or_else(String::new, |s| format!(", {s}"));
             view! {
                 <p class="notice warn" data-testid="throttled">
-                    {format!("Throttled until {} (receiver asked{asked}). ", format::time(until))}
+                    "Throttled until " <Time ms=until /> {format!(" (receiver asked{asked}). ")}
                     "Every delivery to this endpoint waits until then, without counting an attempt, and they come back spread over a short window."
                 </p>
             }

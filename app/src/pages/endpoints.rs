@@ -10,7 +10,6 @@ use crate::{
         layout::{allowed, ErrorNotice, Layout},
         time::Time,
     },
-    format,
     model::endpoints::{Condition, EndpointForm, EndpointSummary},
 };
 
@@ -96,16 +95,16 @@ fn EndpointRow(e: EndpointSummary) -> impl IntoView {
     };
     view! {
         <tr data-testid="endpoint-row">
-            <td>
+            <td data-label="Endpoint">
                 <a href=format!("/endpoints/{}", e.id) class="endpoint-url">{e.url.clone()}</a>
                 <div class="muted small">{e.description.clone()}</div>
             </td>
-            <td class="small">{types}</td>
-            <td>
+            <td class="small" data-label="Event types">{types}</td>
+            <td data-label="State">
                 <ConditionBadge condition=e.condition.clone() />
             </td>
-            <td data-testid="success-24h">{rate}</td>
-            <td>{last}</td>
+            <td data-testid="success-24h" data-label="Success (24 h)">{rate}</td>
+            <td data-label="Last attempt">{last}</td>
         </tr>
     }
 }
@@ -114,10 +113,12 @@ fn EndpointRow(e: EndpointSummary) -> impl IntoView {
 #[component]
 pub fn ConditionBadge(condition: Condition) -> impl IntoView {
     let detail = match &condition {
-        Condition::Paused { reason } => reason.clone(),
-        Condition::Failing { since } => Some(format!("failing since {}", format::time(*since))),
+        Condition::Paused { reason } => reason.clone().map(|r| r.into_any()),
+        Condition::Failing { since } => {
+            Some(view! { "failing since " <Time ms=*since /> }.into_any())
+        }
         Condition::CircuitOpen { until } => {
-            Some(format!("no attempts until {}", format::time(*until)))
+            Some(view! { "no attempts until " <Time ms=*until /> }.into_any())
         }
         Condition::Healthy | Condition::Disabled => None,
     };

@@ -9,7 +9,6 @@ use crate::{
         layout::{ErrorNotice, Layout},
         time::Time,
     },
-    format,
 };
 
 #[component]
@@ -32,10 +31,10 @@ pub fn NotificationsPage() -> impl IntoView {
                         Ok(list) => list
                             .into_iter()
                             .map(|n| {
-                                let sent = n.sent_at.map_or_else(
-                                    || "not emailed yet".to_string(),
-                                    |t| format!("emailed {}", format::time(t)),
-                                );
+                                let sent = match n.sent_at {
+                                    None => "not emailed yet".into_any(),
+                                    Some(t) => view! { "emailed " <Time ms=t /> }.into_any(),
+                                };
                                 view! {
                                     <article class="card notification" data-testid="notification">
                                         <div class="card-head">

@@ -119,15 +119,15 @@ pub fn TeamPage() -> impl IntoView {
                                         let label = format!("Role of {}", m.email);
                                         view! {
                                             <tr data-testid="member-row">
-                                                <td>{m.email.clone()} {m.is_admin.then(|| view! { <span class="badge info">"admin"</span> })}</td>
-                                                <td>
+                                                <td data-label="Member">{m.email.clone()} {m.is_admin.then(|| view! { <span class="badge info">"admin"</span> })}</td>
+                                                <td data-label="Role">
                                                     <ActionForm action=change attr:class="inline">
                                                         <input type="hidden" name="user_id" value=id_role />
                                                         <select name="role" aria-label=label>{role_options(m.role)}</select>
                                                         <button type="submit" class="button secondary small">"Change"</button>
                                                     </ActionForm>
                                                 </td>
-                                                <td>
+                                                <td data-label="">
                                                     {(!m.is_you).then(|| view! {
                                                         <ActionForm action=remove>
                                                             <input type="hidden" name="user_id" value=id_remove />
@@ -147,9 +147,9 @@ pub fn TeamPage() -> impl IntoView {
                                     <tbody>
                                         {team.invitations.into_iter().map(|i| view! {
                                             <tr data-testid="invitation-row">
-                                                <td>{i.email}</td>
-                                                <td>{i.role.as_str()}</td>
-                                                <td class="time"><Time ms=i.expires_at /></td>
+                                                <td data-label="Email">{i.email}</td>
+                                                <td data-label="Role">{i.role.as_str()}</td>
+                                                <td class="time" data-label="Expires"><Time ms=i.expires_at /></td>
                                                 <td>
                                                     <ActionForm action=withdraw>
                                                         <input type="hidden" name="id" value=i.id />
