@@ -20,7 +20,7 @@ UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build tools lint test-rust e2e e2e-deps bench fuzz clean
+.PHONY: run test build tools lint test-rust e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -46,6 +46,10 @@ test-rust:
 
 e2e: build e2e-deps
 	cd end2end && npx playwright test
+
+# The README's pictures (docs/*.png), from a fresh server; not part of `make test`.
+screenshots: build e2e-deps
+	cd end2end && npx playwright test --config screenshots.config.ts
 
 # A benchmark, never part of `make test`: SQLite, plus Postgres when
 # BENCH_DATABASE_URL or TEST_DATABASE_URL names one. BENCH_SIZE=full
