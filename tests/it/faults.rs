@@ -6,7 +6,7 @@
 use std::{
     collections::{hash_map::DefaultHasher, HashMap, HashSet},
     hash::{Hash, Hasher},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -23,6 +23,7 @@ use serde_json::json;
 use crate::{
     helpers::{new_endpoint, spawn_app_with, Raw, TestDb, TEST_SECRETS_KEY},
     receiver::Receiver,
+    served::{free_port, Served, BIN},
     tcp_proxy::TcpProxy,
 };
 
@@ -32,7 +33,6 @@ on_both_backends_db!(
 );
 on_both_backends_db!(a_random_fault_schedule_over_10k_events_leaves_none_missing);
 
-const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// An account with an API key and one endpoint on `url`.
@@ -62,33 +62,6 @@ async fn tenant(store: &Store, url: &str, max_in_flight: i64) -> String {
         .await
         .unwrap();
     key.key
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `dakghar serve` child that dies with its test: without this, a failed
-/// assertion left the server running after the test process, claiming
-/// against its schema.
-struct Served(Child);
-
-impl Served {
-    /// SIGKILL, and reaped.
-    fn kill(&mut self) -> std::io::Result<()> {
-        self.0.kill()?;
-        self.0.wait().map(drop)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.kill();
-    }
 }
 
 fn start_server(url: &str, port: u16) -> Served {

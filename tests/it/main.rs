@@ -31,6 +31,7 @@ mod retention;
 mod roles;
 mod secrets_at_rest;
 mod serve_logs;
+mod served;
 mod signing;
 mod smtp_sink;
 mod ssrf;
