@@ -46,6 +46,11 @@ impl Application {
             let subnets: Vec<String> = targets.allowed.iter().map(|n| n.to_string()).collect();
             tracing::warn!(subnets = %subnets.join(","), "--allow-subnets: endpoints may reach these internal addresses");
         }
+        if let Some(proxy) = &config.delivery.egress_proxy {
+            // The host only: a proxy URL may carry a password.
+            let at = format!("{}:{}", proxy.host_str().unwrap_or(""), proxy.port_or_known_default().unwrap_or(0));
+            tracing::info!(proxy = %at, "--egress-proxy: every webhook goes through this proxy, which must enforce egress rules itself");
+        }
         let sessions = store.sessions().await?;
         session::spawn_cleaner(&sessions);
         let listener = TcpListener::bind(config.listen)

@@ -149,6 +149,12 @@ struct DeliveryArgs {
     /// (`127.0.0.1/32,10.20.0.0/16`).
     #[arg(long, env = "DAKGHAR_ALLOW_SUBNETS", value_delimiter = ',', value_parser = parse_subnet)]
     allow_subnets: Vec<ipnet::IpNet>,
+    /// Send every webhook through this HTTP proxy (`http://proxy:3128`).
+    /// The proxy must enforce egress rules itself (smokescreen, for
+    /// example): Dakghar still refuses internal targets before sending, but
+    /// the proxy resolves names again. HTTP_PROXY and friends are ignored.
+    #[arg(long, env = "DAKGHAR_EGRESS_PROXY", value_parser = parse_proxy)]
+    egress_proxy: Option<url::Url>,
     /// Concurrent claim loops in this process.
     #[arg(long, env = "DAKGHAR_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     workers: u16,
@@ -210,6 +216,7 @@ impl DeliveryArgs {
                 allow_private: self.allow_private_targets,
                 allowed: self.allow_subnets.clone(),
             },
+            egress_proxy: self.egress_proxy.clone(),
             default_rate_limit: self.default_rate_limit.0,
             max_in_flight_per_host: self.max_in_flight_per_host.0,
             ..DeliverySettings::default()
@@ -238,6 +245,15 @@ fn parse_retention(raw: &str) -> Result<Retention, String> {
         return Err("retention must be at least 1h (or off)".into());
     }
     Ok(Retention(Some(keep)))
+}
+
+fn parse_proxy(raw: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(raw.trim())
+        .map_err(|e| format!("not a proxy URL like http://proxy:3128: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err("the egress proxy must be an http:// or https:// URL with a host".into());
+    }
+    Ok(url)
 }
 
 fn parse_subnet(raw: &str) -> Result<ipnet::IpNet, String> {

@@ -10,14 +10,24 @@ use crate::clock::Timestamp;
 pub const USER_AGENT: &str = concat!("Dakghar-Webhooks/", env!("CARGO_PKG_VERSION"));
 
 pub fn client(settings: &DeliverySettings) -> reqwest::Result<Client> {
-    Client::builder()
+    let builder = Client::builder()
         .user_agent(USER_AGENT)
         .connect_timeout(settings.connect_timeout)
         .timeout(settings.request_timeout)
         // A redirect is the receiver's answer, recorded and retried, never followed.
         .redirect(redirect::Policy::none())
-        .dns_resolver(settings.targets.resolver())
-        .build()
+        // reqwest would read HTTP_PROXY and its kin: a proxy resolves the
+        // target's name itself, past the guarded resolver, so an
+        // environment proxy would open the SSRF guard. Only an explicit
+        // --egress-proxy is used.
+        .no_proxy();
+    match &settings.egress_proxy {
+        // The proxy's own address may well be internal: the guard checks
+        // each target before the request instead (`send`).
+        Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy.as_str())?),
+        None => builder.dns_resolver(settings.targets.resolver()),
+    }
+    .build()
 }
 
 #[derive(Debug)]
@@ -74,18 +84,22 @@ pub async fn send(
         timed_out: false,
     };
     // Names are checked by the client's resolver; literal addresses never
-    // reach it, so they are checked here.
+    // reach it, so they are checked here. Through a proxy the client
+    // resolves nothing, so names are resolved and checked here too.
     let parsed = url::Url::parse(out.url).ok();
-    let literal = parsed
-        .as_ref()
-        .and_then(url::Url::host)
-        .filter(|h| !matches!(h, url::Host::Domain(_)));
-    if let Some(host) = literal {
-        if let Err(blocked) = settings.targets.check_host(&host) {
-            sent.error = Some(blocked.to_string());
-            sent.blocked = true;
-            return Ok(sent);
-        }
+    let host = parsed.as_ref().and_then(url::Url::host);
+    let checked = match (&host, &settings.egress_proxy) {
+        (Some(url::Host::Domain(_)), None) | (None, _) => Ok(()),
+        (Some(url::Host::Domain(_)), Some(_)) => match &parsed {
+            Some(url) => settings.targets.check_url(url).await,
+            None => Ok(()),
+        },
+        (Some(literal), _) => settings.targets.check_host(literal),
+    };
+    if let Err(blocked) = checked {
+        sent.error = Some(blocked.to_string());
+        sent.blocked = true;
+        return Ok(sent);
     }
     let started = Instant::now();
     let result = client

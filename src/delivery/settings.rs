@@ -44,6 +44,9 @@ pub struct DeliverySettings {
     pub response_read_cap: usize,
     /// Which addresses endpoints may reach (the SSRF guard).
     pub targets: TargetPolicy,
+    /// `--egress-proxy`: every request goes through this proxy, which must
+    /// enforce egress rules itself. Environment proxies are never used.
+    pub egress_proxy: Option<url::Url>,
     /// Starts per second for endpoints without a limit of their own;
     /// `None` is unlimited.
     pub default_rate_limit: Option<i64>,
@@ -85,6 +88,7 @@ impl Default for DeliverySettings {
             response_keep: 512,
             response_read_cap: 16 * 1024,
             targets: TargetPolicy::default(),
+            egress_proxy: None,
             default_rate_limit: Some(DEFAULT_RATE_LIMIT),
             max_in_flight_per_host: Some(DEFAULT_MAX_IN_FLIGHT_PER_HOST),
         }

@@ -17,6 +17,7 @@ mod dashboard_endpoints;
 mod dashboard_events;
 mod delivery;
 mod demo;
+mod egress_proxy;
 mod engine;
 mod faults;
 mod hostile_receivers;
