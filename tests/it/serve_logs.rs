@@ -32,6 +32,7 @@ fn run(db: &str, args: &[&str]) -> String {
 struct Server {
     child: Child,
     log: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl Server {
@@ -53,14 +54,14 @@ impl Server {
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
                 log.push('\n');
             }
         });
-        Server { child, log }
+        Server { child, log, reader }
     }
 
     fn log(&self) -> String {
@@ -85,9 +86,10 @@ impl Server {
         assert!(sent.success());
         let status = self.child.wait().unwrap();
         assert!(status.success(), "clean exit on SIGTERM: {status}");
-        // The reader thread may still be draining the pipe.
-        std::thread::sleep(Duration::from_millis(100));
-        self.log()
+        // The reader ends at the pipe's end of file: every line is in.
+        self.reader.join().unwrap();
+        let log = self.log.lock().unwrap().clone();
+        log
     }
 }
 
