@@ -29,9 +29,17 @@ pub struct LoginIn {
     next: String,
 }
 
-/// Only same-site paths: `//evil.example` and absolute URLs are refused.
+/// Only a path on this site: one `/`, then only characters a URL path and
+/// query may hold as they are. Browsers strip tabs and newlines and read
+/// `\\` as `/`, so `/\t/evil.example` or `/\\evil.example` would leave the
+/// site; anything else (and a newline, which no header may carry) goes to
+/// the events page instead.
 fn safe_next(next: &str) -> &str {
-    let ok = next.starts_with('/') && !next.starts_with("//") && !next.starts_with("/\\");
+    let path_char = |c: char| {
+        c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?%".contains(c)
+    };
+    let one_slash = next.starts_with('/') && !next[1..].starts_with('/');
+    let ok = one_slash && next.chars().all(path_char);
     if ok && next != "/login" && !next.starts_with("/login?") {
         next
     } else {
@@ -122,5 +130,30 @@ mod tests {
         assert_eq!(safe_next("/\\evil.example"), "/events");
         assert_eq!(safe_next(""), "/events");
         assert_eq!(safe_next("/login?error=1"), "/events");
+        assert_eq!(safe_next("/events/evt_1%2F2?x=%2F%2F"), "/events/evt_1%2F2?x=%2F%2F");
+        for hostile in [
+            "/\t/evil.example",
+            "/\t\t/evil.example",
+            "/\n/evil.example",
+            "/\r\n/evil.example",
+            "/events\nSet-Cookie: x=1",
+            "\\\\evil.example",
+            "/\\/evil.example",
+            "/\\evil.example",
+            "///evil.example",
+            "/ /evil.example",
+            "/%09/evil.example\t",
+            "\t//evil.example",
+            " /events",
+            "/events#\u{2028}",
+            "/ｅvil",
+            "javascript:alert(1)",
+        ] {
+            assert_eq!(safe_next(hostile), "/events", "{hostile:?}");
+        }
+        // Percent-encoded forms stay encoded in Location and so on this site.
+        assert_eq!(safe_next("/%09/evil.example"), "/%09/evil.example");
+        assert_eq!(safe_next("/%2F/evil.example"), "/%2F/evil.example");
+        assert_eq!(safe_next("/%5Cevil.example"), "/%5Cevil.example");
     }
 }

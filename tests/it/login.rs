@@ -183,6 +183,22 @@ async fn the_right_password_opens_events_with_the_users_email_and_account(store:
         .await
         .unwrap();
     assert_eq!(location(&res), "/events");
+    // A tab or a newline: browsers strip them (a tab made `//evil.example`),
+    // and a newline answered 500.
+    for next in ["/\t/evil.example", "/\n/evil.example", "/\\/evil.example"] {
+        let res = browser()
+            .post(app.url("/login"))
+            .form(&[
+                ("email", "ana@acme.example"),
+                ("password", PASSWORD),
+                ("next", next),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 303, "{next:?}");
+        assert_eq!(location(&res), "/events", "{next:?}");
+    }
 }
 
 async fn signing_in_cycles_the_session_id_and_logout_destroys_it(store: Store) {
