@@ -119,16 +119,7 @@ pub async fn send(
                 .get(header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
-            sent.response_headers = res
-                .headers()
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
+            sent.response_headers = kept_headers(res.headers());
             // Read no more than the cap, keep the first bytes, drop the rest.
             // Bodies arrive as sent (the client has no decompression), so a
             // gzip bomb is only as large as its compressed bytes up to the cap.
@@ -168,6 +159,48 @@ pub async fn send(
     Ok(sent)
 }
 
+/// Response headers kept per attempt, in all and one value at most: a
+/// receiver may send a hundred headers of kilobytes each, and every
+/// attempt keeps what it got.
+const HEADERS_KEEP_BYTES: usize = 16 * 1024;
+const HEADERS_KEEP_COUNT: usize = 64;
+const HEADER_VALUE_KEEP_BYTES: usize = 1024;
+/// The name of the line that says what was not kept: no header may be
+/// called this (parentheses are not allowed in header names).
+pub const HEADERS_TRUNCATED: &str = "(truncated)";
+
+/// The response's headers as kept: long values cut, and at most
+/// `HEADERS_KEEP_COUNT` headers or `HEADERS_KEEP_BYTES` in all, with a last
+/// line that says how many more there were.
+fn kept_headers(headers: &header::HeaderMap) -> Vec<(String, String)> {
+    let mut kept = Vec::new();
+    let (mut used, mut dropped, mut dropped_bytes) = (0usize, 0usize, 0usize);
+    for (name, value) in headers {
+        let raw = value.as_bytes();
+        let size = name.as_str().len() + raw.len();
+        let mut text = String::from_utf8_lossy(&raw[..raw.len().min(HEADER_VALUE_KEEP_BYTES)])
+            .into_owned();
+        if raw.len() > HEADER_VALUE_KEEP_BYTES {
+            text.push_str(&format!("… ({} bytes)", raw.len()));
+        }
+        let cost = name.as_str().len() + text.len();
+        if kept.len() >= HEADERS_KEEP_COUNT || used + cost > HEADERS_KEEP_BYTES {
+            dropped += 1;
+            dropped_bytes += size;
+            continue;
+        }
+        used += cost;
+        kept.push((name.to_string(), text));
+    }
+    if dropped > 0 {
+        kept.push((
+            HEADERS_TRUNCATED.to_string(),
+            format!("{dropped} more headers ({dropped_bytes} bytes) not kept"),
+        ));
+    }
+    kept
+}
+
 fn blocked_by_guard(e: &reqwest::Error) -> Option<Blocked> {
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -202,5 +235,48 @@ fn describe(e: &reqwest::Error) -> String {
         kind.to_string()
     } else {
         format!("{kind}: {cause}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(n: usize, value_len: usize) -> header::HeaderMap {
+        let mut h = header::HeaderMap::new();
+        for i in 0..n {
+            h.insert(
+                header::HeaderName::from_bytes(format!("x-h{i:03}").as_bytes()).unwrap(),
+                header::HeaderValue::from_str(&"v".repeat(value_len)).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn ordinary_headers_are_kept_whole() {
+        let kept = kept_headers(&headers(10, 100));
+        assert_eq!(kept.len(), 10);
+        assert!(kept.iter().all(|(_, v)| v.len() == 100));
+    }
+
+    #[test]
+    fn a_hundred_headers_of_four_kib_keep_sixteen_kib_and_say_so() {
+        let kept = kept_headers(&headers(100, 4096));
+        let bytes: usize = kept.iter().map(|(k, v)| k.len() + v.len()).sum();
+        assert!(bytes <= HEADERS_KEEP_BYTES + 100, "{bytes}");
+        let (name, said) = kept.last().unwrap();
+        assert_eq!(name, HEADERS_TRUNCATED);
+        let more = 100 - (kept.len() - 1);
+        assert!(said.starts_with(&format!("{more} more headers")), "{said}");
+        // Each kept value was cut, and says how long it was.
+        assert!(kept[0].1.ends_with("… (4096 bytes)"), "{}", kept[0].1);
+    }
+
+    #[test]
+    fn many_small_headers_stop_at_the_count() {
+        let kept = kept_headers(&headers(90, 10));
+        assert_eq!(kept.len(), HEADERS_KEEP_COUNT + 1);
+        assert_eq!(kept.last().unwrap().1, "26 more headers (416 bytes) not kept");
     }
 }

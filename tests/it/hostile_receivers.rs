@@ -30,6 +30,7 @@ on_both_backends!(
     a_one_gib_body_is_read_only_up_to_the_cap,
     a_gzip_bomb_is_stored_compressed_and_capped,
     a_receiver_that_resets_then_refuses_is_retried_until_delivered,
+    ninety_headers_of_four_kib_are_kept_to_sixteen_kib_and_marked,
 );
 
 /// Reads one request's head and body (by Content-Length) and returns the head.
@@ -143,7 +144,7 @@ async fn a_one_gib_body_is_read_only_up_to_the_cap(store: Store) {
     endpoint_at(&api, listener.local_addr().unwrap()).await;
     let written = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&written);
-    tokio::spawn(async move {
+    let writer = tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.unwrap();
         read_request(&mut stream).await;
         let gib = 1usize << 30;
@@ -166,9 +167,12 @@ async fn a_one_gib_body_is_read_only_up_to_the_cap(store: Store) {
     assert_eq!(d.state(), Some(DeliveryState::Delivered));
     let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
     assert_eq!(attempts[0].response_body.as_deref(), Some(&[b'a'; 512][..]));
-    // Give the writer a moment to notice the closed socket, then check that
-    // only the cap plus socket buffers ever left the receiver.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The writer stops when it finds the socket closed; then only the cap
+    // plus socket buffers can ever have left the receiver.
+    tokio::time::timeout(Duration::from_secs(10), writer)
+        .await
+        .expect("the client closed the connection")
+        .unwrap();
     let sent = written.load(Ordering::Relaxed);
     assert!(
         sent < 32 << 20,
@@ -282,4 +286,36 @@ async fn a_receiver_that_resets_then_refuses_is_retried_until_delivered(store: S
         "{errors:?}"
     );
     assert_eq!(attempts[2].response_status, Some(204));
+}
+
+/// 90 headers of 4 KiB each (360 KiB, stored as escaped JSON it was about
+/// three times that per attempt): at most 16 KiB is kept, with a line that
+/// says how many were not.
+async fn ninety_headers_of_four_kib_are_kept_to_sixteen_kib_and_marked(store: Store) {
+    let api = Api::new(store).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    endpoint_at(&api, listener.local_addr().unwrap()).await;
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        read_request(&mut stream).await;
+        let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n");
+        for i in 0..90 {
+            head.push_str(&format!("x-big-{i:02}: {}\r\n", "v".repeat(4096)));
+        }
+        head.push_str("\r\nok");
+        stream.write_all(head.as_bytes()).await.unwrap();
+    });
+    let ev = one_event(&api).await;
+    assert_eq!(api.tick().await, 1);
+    let d = api.delivery(&ev).await;
+    assert_eq!(d.state(), Some(DeliveryState::Delivered));
+    let attempts = api.app.store.attempts_of_delivery(&d.id).await.unwrap();
+    let stored = attempts[0].response_headers.clone().unwrap_or_default();
+    assert!(stored.len() < 20 * 1024, "{} bytes stored", stored.len());
+    let pairs: Vec<(String, String)> = serde_json::from_str(&stored).unwrap();
+    let (name, said) = pairs.last().unwrap();
+    assert_eq!(name, "(truncated)");
+    assert!(said.contains("more headers"), "{said}");
+    let big = &pairs.iter().find(|(k, _)| k == "x-big-00").unwrap().1;
+    assert!(big.ends_with("… (4096 bytes)"), "{big}");
 }
