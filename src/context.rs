@@ -8,6 +8,7 @@ use axum::extract::FromRef;
 use leptos::prelude::LeptosOptions;
 
 use crate::{
+    auth::password,
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
@@ -26,6 +27,9 @@ pub struct Ctx {
     /// Wakes the mailer: someone waits for an email just queued.
     pub mail: Arc<tokio::sync::Notify>,
     pub key_uses: KeyUses,
+    /// Turns at checking a password: sign-in floods wait here, briefly,
+    /// or are answered busy.
+    pub hashing: password::Gate,
 }
 
 impl Ctx {

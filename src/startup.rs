@@ -48,7 +48,11 @@ impl Application {
         }
         if let Some(proxy) = &config.delivery.egress_proxy {
             // The host only: a proxy URL may carry a password.
-            let at = format!("{}:{}", proxy.host_str().unwrap_or(""), proxy.port_or_known_default().unwrap_or(0));
+            let at = format!(
+                "{}:{}",
+                proxy.host_str().unwrap_or(""),
+                proxy.port_or_known_default().unwrap_or(0)
+            );
             tracing::info!(proxy = %at, "--egress-proxy: every webhook goes through this proxy, which must enforce egress rules itself");
         }
         let sessions = store.sessions().await?;
@@ -95,6 +99,7 @@ impl Application {
                 engine: Arc::clone(&engine),
                 mail: Arc::new(tokio::sync::Notify::new()),
                 key_uses: Default::default(),
+                hashing: Default::default(),
             }),
         };
         let ctx = Arc::clone(&state.ctx);

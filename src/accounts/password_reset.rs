@@ -37,15 +37,18 @@ pub async fn request_reset(ctx: &Ctx, email: &str) -> Result<ResetRequest> {
     };
     let now = ctx.clock.now();
     let key = throttle_key(&email);
-    if let Some(until) = ctx.store.login_locked_until(&key, now).await? {
+    // Every request counts, known email or not, so both throttle alike;
+    // counted and checked in one statement, so a burst cannot slip past.
+    let counted = ctx
+        .store
+        .reserve_login_attempt(&key, now, throttle::FORGET_AFTER, throttle::lock_after)
+        .await?;
+    if counted.is_none() {
+        let until = ctx.store.login_locked_until(&key, now).await?;
         return Ok(ResetRequest::Throttled {
-            wait_s: now.until(until).as_secs().max(1),
+            wait_s: until.map_or(1, |u| now.until(u).as_secs().max(1)),
         });
     }
-    // Every request counts, known email or not, so both throttle alike.
-    ctx.store
-        .record_login_failure(&key, now, throttle::FORGET_AFTER, throttle::lock_after)
-        .await?;
     let user = match ctx.store.user_by_email(&email).await {
         Ok(user) => user,
         Err(StoreError::NotFound) => return Ok(ResetRequest::Accepted),

@@ -18,28 +18,56 @@ pub enum SignIn {
     Throttled {
         wait_s: u64,
     },
+    /// Every core is checking a password and the queue is full: try again
+    /// in a second. Nothing was counted.
+    Busy,
     /// A wrong email or password, or the database failed: the same
     /// answer either way.
     Refused,
 }
 
-pub async fn sign_in(store: &Store, now: Timestamp, email: &str, password: String) -> SignIn {
+/// Longer than any email address can be (RFC 5321's 254).
+pub const MAX_EMAIL_BYTES: usize = 254;
+
+pub async fn sign_in(
+    store: &Store,
+    gate: &password::Gate,
+    now: Timestamp,
+    email: &str,
+    password: String,
+) -> SignIn {
     if password.len() > password::MAX_PASSWORD_BYTES {
         return SignIn::TooLong;
     }
     let email = email.trim().to_lowercase();
-    match store.login_locked_until(&email, now).await {
-        Ok(None) => {}
-        Ok(Some(until)) => {
-            let wait_s = now.until(until).as_secs().max(1);
+    if email.len() > MAX_EMAIL_BYTES {
+        return SignIn::Refused;
+    }
+    // A turn to hash first: a flood is turned away here, before it costs a
+    // write or counts against anyone's email.
+    let Ok(turn) = gate.try_permit().await else {
+        tracing::warn!("login: every core is checking a password; answered busy");
+        return SignIn::Busy;
+    };
+    // The attempt counts as a failure before the password is checked, in
+    // the statement that checks the lock: concurrent attempts cannot all
+    // pass a lock that none of them has counted towards yet.
+    let counted = store
+        .reserve_login_attempt(&email, now, throttle::FORGET_AFTER, throttle::lock_after)
+        .await;
+    let failures = match counted {
+        Ok(Some(n)) => n,
+        Ok(None) => {
+            let until = store.login_locked_until(&email, now).await.ok().flatten();
+            let wait_s = until.map_or(1, |u| now.until(u).as_secs().max(1));
             tracing::warn!(wait_s, "login throttled");
             return SignIn::Throttled { wait_s };
         }
         Err(e) => {
-            tracing::error!(error = %e, "login: could not read failed sign-ins");
+            tracing::error!(error = %e, "login: could not count the attempt");
             return SignIn::Refused;
         }
-    }
+    };
     let user = match store.user_by_email(&email).await {
         Ok(u) => Some(u),
         Err(StoreError::NotFound) => None,
@@ -50,6 +78,7 @@ pub async fn sign_in(store: &Store, now: Timestamp, email: &str, password: Strin
     };
     // Unknown emails are verified against a dummy hash: same answer, same time.
     let ok = password::verify(
+        turn,
         password.clone(),
         user.as_ref().map(|u| u.password_hash.clone()),
     )
@@ -57,13 +86,7 @@ pub async fn sign_in(store: &Store, now: Timestamp, email: &str, password: Strin
     let user = match (ok, user) {
         (true, Some(user)) => user,
         _ => {
-            let failures = store
-                .record_login_failure(&email, now, throttle::FORGET_AFTER, throttle::lock_after)
-                .await;
-            match failures {
-                Ok(n) => tracing::info!(failures_in_a_row = n, "login failed"),
-                Err(e) => tracing::error!(error = %e, "login failed and could not be counted"),
-            }
+            tracing::info!(failures_in_a_row = failures, "login failed");
             return SignIn::Refused;
         }
     };

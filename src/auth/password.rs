@@ -1,7 +1,15 @@
 //! Password hashing with argon2id at OWASP's recommended parameters
-//! (19 MiB, 2 passes, 1 lane), always run off the async runtime.
+//! (19 MiB, 2 passes, 1 lane), always run off the async runtime, and never
+//! more at once than the machine has cores: each hash holds 19 MiB, and a
+//! flood of sign-ins must not take the memory, or the blocking threads
+//! that other work needs.
 
-use std::sync::OnceLock;
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc, LazyLock, OnceLock,
+};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use argon2::{
     password_hash::{rand_core::OsRng, PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
@@ -21,6 +29,67 @@ pub enum PasswordError {
     #[error("could not hash password: {0}")]
     Hash(String),
 }
+
+/// Every core is hashing and the short queue is full: answer 503 with
+/// `Retry-After` rather than wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("too many sign-ins at once; try again in a second")]
+pub struct Busy;
+
+/// Turns at checking passwords for one server: at most one per core at a
+/// time, and at most `QUEUE_PER_CORE` per core waiting for one.
+#[derive(Debug)]
+pub struct Gate {
+    running: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    most_waiting: usize,
+}
+
+const QUEUE_PER_CORE: usize = 4;
+
+impl Gate {
+    pub fn new(cores: usize) -> Gate {
+        Gate {
+            running: Arc::new(Semaphore::new(cores)),
+            waiting: AtomicUsize::new(0),
+            most_waiting: cores * QUEUE_PER_CORE,
+        }
+    }
+
+    /// A turn to hash, or `Busy` at once when the queue is full: for
+    /// requests anyone can send (sign-in).
+    pub async fn try_permit(&self) -> Result<HashPermit, Busy> {
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.most_waiting {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Err(Busy);
+        }
+        let permit = Arc::clone(&self.running).acquire_owned().await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        permit
+            .map(|held| HashPermit { _held: held })
+            .map_err(|_| Busy)
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new(cores())
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// The right to run one hash now.
+pub struct HashPermit {
+    _held: OwnedSemaphorePermit,
+}
+
+/// Setting a password (a reset link, an invitation, the command line): the
+/// caller already proved who they are, so it waits its turn however long,
+/// one hash per core at a time.
+static SETTING: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(cores())));
 
 const M_COST_KIB: u32 = 19 * 1024;
 const T_COST: u32 = 2;
@@ -65,12 +134,20 @@ pub fn hash(password: &str) -> Result<String, PasswordError> {
         .map_err(|e| PasswordError::Hash(e.to_string()))
 }
 
-/// `hash` on the blocking pool: argon2 takes tens of milliseconds of CPU,
-/// which must not stall the async workers.
+/// `hash` on the blocking pool, in its turn: argon2 takes tens of
+/// milliseconds of CPU, which must not stall the async workers.
 pub async fn hash_off_thread(password: String) -> Result<String, PasswordError> {
-    tokio::task::spawn_blocking(move || hash(&password))
+    validate(&password)?;
+    let turn = Arc::clone(&SETTING)
+        .acquire_owned()
         .await
-        .map_err(|e| PasswordError::Hash(e.to_string()))?
+        .map_err(|e| PasswordError::Hash(e.to_string()))?;
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        hash(&password)
+    })
+    .await
+    .map_err(|e| PasswordError::Hash(e.to_string()))?
 }
 
 /// A real hash of nothing anyone knows, verified when the email is unknown,
@@ -101,14 +178,18 @@ fn verify_blocking(password: &str, stored: Option<&str>) -> bool {
 }
 
 /// Checks `password` against `stored` (or against a dummy when the user does
-/// not exist) on a blocking thread. Over-long input is refused before hashing.
-pub async fn verify(password: String, stored: Option<String>) -> bool {
+/// not exist) on a blocking thread, in the turn `permit` gave. Over-long
+/// input is refused before hashing.
+pub async fn verify(turn: HashPermit, password: String, stored: Option<String>) -> bool {
     if password.len() > MAX_PASSWORD_BYTES {
         return false;
     }
-    tokio::task::spawn_blocking(move || verify_blocking(&password, stored.as_deref()))
-        .await
-        .unwrap_or(false)
+    tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        verify_blocking(&password, stored.as_deref())
+    })
+    .await
+    .unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -124,9 +205,42 @@ mod tests {
     #[tokio::test]
     async fn verifies_right_and_rejects_wrong_and_unknown() {
         let h = hash("correct horse battery").unwrap();
-        assert!(verify("correct horse battery".into(), Some(h.clone())).await);
-        assert!(!verify("wrong horse battery".into(), Some(h)).await);
-        assert!(!verify("correct horse battery".into(), None).await);
+        let gate = Gate::new(1);
+        let turn = || async { gate.try_permit().await.unwrap() };
+        assert!(
+            verify(
+                turn().await,
+                "correct horse battery".into(),
+                Some(h.clone())
+            )
+            .await
+        );
+        assert!(!verify(turn().await, "wrong horse battery".into(), Some(h)).await);
+        assert!(!verify(turn().await, "correct horse battery".into(), None).await);
+    }
+
+    #[tokio::test]
+    async fn turns_are_one_per_core_and_the_queue_is_short() {
+        let gate = Arc::new(Gate::new(2));
+        let held = vec![
+            gate.try_permit().await.unwrap(),
+            gate.try_permit().await.unwrap(),
+        ];
+        // Every core busy: the next ones wait, up to the queue's length.
+        let waiting: Vec<_> = (0..2 * QUEUE_PER_CORE)
+            .map(|_| {
+                let gate = Arc::clone(&gate);
+                tokio::spawn(async move { gate.try_permit().await.is_ok() })
+            })
+            .collect();
+        while gate.waiting.load(Ordering::SeqCst) < 2 * QUEUE_PER_CORE {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(gate.try_permit().await.err(), Some(Busy));
+        drop(held);
+        for w in waiting {
+            assert!(w.await.unwrap());
+        }
     }
 
     #[test]

@@ -35,9 +35,7 @@ pub struct LoginIn {
 /// site; anything else (and a newline, which no header may carry) goes to
 /// the events page instead.
 fn safe_next(next: &str) -> &str {
-    let path_char = |c: char| {
-        c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?%".contains(c)
-    };
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/?%".contains(c);
     let one_slash = next.starts_with('/') && !next[1..].starts_with('/');
     let ok = one_slash && next.chars().all(path_char);
     if ok && next != "/login" && !next.starts_with("/login?") {
@@ -66,23 +64,32 @@ pub async fn login(
     Form(form): Form<LoginIn>,
 ) -> Response {
     let now = ctx.clock.now();
-    let user = match accounts::sign_in(&ctx.store, now, &form.email, form.password).await {
-        SignIn::Welcome(user) => user,
-        SignIn::TooLong => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "Passwords are at most {} bytes.",
-                    password::MAX_PASSWORD_BYTES
-                ),
-            )
-                .into_response()
-        }
-        SignIn::Throttled { wait_s } => {
-            return back_to_login(&format!("error=throttled&wait={wait_s}"), &form.next)
-        }
-        SignIn::Refused => return failed(&form.next),
-    };
+    let user =
+        match accounts::sign_in(&ctx.store, &ctx.hashing, now, &form.email, form.password).await {
+            SignIn::Welcome(user) => user,
+            SignIn::TooLong => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "Passwords are at most {} bytes.",
+                        password::MAX_PASSWORD_BYTES
+                    ),
+                )
+                    .into_response()
+            }
+            SignIn::Throttled { wait_s } => {
+                return back_to_login(&format!("error=throttled&wait={wait_s}"), &form.next)
+            }
+            SignIn::Busy => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    [(header::RETRY_AFTER, "1")],
+                    "Too many sign-ins at once. Try again in a second.",
+                )
+                    .into_response()
+            }
+            SignIn::Refused => return failed(&form.next),
+        };
     if let Err(e) = start_session(&session, &user, now).await {
         tracing::error!(error = %e, "login: could not store session");
         return failed(&form.next);
@@ -130,7 +137,10 @@ mod tests {
         assert_eq!(safe_next("/\\evil.example"), "/events");
         assert_eq!(safe_next(""), "/events");
         assert_eq!(safe_next("/login?error=1"), "/events");
-        assert_eq!(safe_next("/events/evt_1%2F2?x=%2F%2F"), "/events/evt_1%2F2?x=%2F%2F");
+        assert_eq!(
+            safe_next("/events/evt_1%2F2?x=%2F%2F"),
+            "/events/evt_1%2F2?x=%2F%2F"
+        );
         for hostile in [
             "/\t/evil.example",
             "/\t\t/evil.example",

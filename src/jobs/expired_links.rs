@@ -1,6 +1,8 @@
 //! Forgets single-use links and portal sessions a day after they ended
 //! (an ended link answers the same as an unknown one, so nothing is
-//! lost), and the personal emails that carried links once those ended.
+//! lost), the personal emails that carried links once those ended, and
+//! failed sign-ins that no longer count (every unknown email tried would
+//! otherwise stay a row forever).
 
 use std::time::Duration;
 
@@ -46,5 +48,8 @@ pub async fn run_once(store: &Store, now: Timestamp) -> Result<u64, StoreError> 
     let mail = store
         .delete_personal_mail(now.minus(MAILED_LINK_LIFETIME))
         .await?;
-    Ok(links + mail)
+    let failures = store
+        .prune_login_failures(now, crate::auth::throttle::FORGET_AFTER)
+        .await?;
+    Ok(links + mail + failures)
 }

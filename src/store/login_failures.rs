@@ -21,40 +21,70 @@ impl Store {
         Ok(until.map(Timestamp))
     }
 
-    /// Counts one failure and returns the count; a failure after a quiet
-    /// `forget_after` starts the count again.
-    pub async fn record_login_failure(
+    /// Counts the attempt about to be made as a failure, and sets the lock
+    /// that count earns, in one statement, unless the email is locked at
+    /// `now`: `Ok(Some(count))` may go on and check the password (a right
+    /// one clears the count), `Ok(None)` is locked. Counting before the
+    /// check, in one statement, is what keeps concurrent attempts from all
+    /// passing a check made before any was counted. A failure after a
+    /// quiet `forget_after` starts the count again.
+    pub async fn reserve_login_attempt(
         &self,
         email: &str,
         now: Timestamp,
         forget_after: std::time::Duration,
         lock_for: impl Fn(i64) -> std::time::Duration,
-    ) -> Result<i64> {
+    ) -> Result<Option<i64>> {
         let forget_before = now.minus(forget_after).millis();
-        let sql = "INSERT INTO login_failures (email, failures, last_failed_at, locked_until) \
-                   VALUES ($1, 1, $2, 0) \
-                   ON CONFLICT (email) DO UPDATE SET \
-                     failures = CASE WHEN login_failures.last_failed_at < $3 THEN 1 \
-                                     ELSE login_failures.failures + 1 END, \
-                     last_failed_at = excluded.last_failed_at \
-                   RETURNING failures";
-        let failures: i64 = on_writer!(self, |p| sqlx::query_scalar(sql)
+        // The lock each count earns, as SQL: the policy stays in
+        // auth::throttle, and a count past the table gets its last lock.
+        const TABLE: i64 = 64;
+        let arms: String = (1..TABLE)
+            .map(|n| format!(" WHEN {n} THEN {}", lock_for(n).as_millis()))
+            .collect();
+        let lock = |count: &str| {
+            format!(
+                "(CASE {count}{arms} ELSE {} END)",
+                lock_for(TABLE).as_millis()
+            )
+        };
+        let next = "(CASE WHEN login_failures.last_failed_at < $3 THEN 1 \
+                     ELSE login_failures.failures + 1 END)";
+        let sql = format!(
+            "INSERT INTO login_failures (email, failures, last_failed_at, locked_until) \
+             VALUES ($1, 1, $2, $2 + {first}) \
+             ON CONFLICT (email) DO UPDATE SET \
+               failures = {next}, \
+               last_failed_at = excluded.last_failed_at, \
+               locked_until = excluded.last_failed_at + {then} \
+             WHERE login_failures.locked_until <= excluded.last_failed_at \
+             RETURNING failures",
+            first = lock("1"),
+            then = lock(next),
+        );
+        let count: Option<i64> = on_writer!(self, |p| sqlx::query_scalar(&sql)
             .bind(email)
             .bind(now.millis())
             .bind(forget_before)
-            .fetch_one(p)
+            .fetch_optional(p)
             .await)?;
-        let lock = lock_for(failures);
-        if !lock.is_zero() {
-            let sql = "UPDATE login_failures SET locked_until = $1 WHERE email = $2";
-            on_writer!(self, |p| sqlx::query(sql)
-                .bind(now.plus(lock).millis())
-                .bind(email)
-                .execute(p)
-                .await
-                .map(|_| ()))?;
-        }
-        Ok(failures)
+        Ok(count)
+    }
+
+    /// Forgets sign-in failures that no longer count and whose lock has
+    /// passed: unknown emails would otherwise stay forever. Returns how many.
+    pub async fn prune_login_failures(
+        &self,
+        now: Timestamp,
+        forget_after: std::time::Duration,
+    ) -> Result<u64> {
+        let sql = "DELETE FROM login_failures WHERE last_failed_at < $1 AND locked_until <= $2";
+        Ok(on_writer!(self, |p| sqlx::query(sql)
+            .bind(now.minus(forget_after).millis())
+            .bind(now.millis())
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?)
     }
 
     pub async fn clear_login_failures(&self, email: &str) -> Result<()> {

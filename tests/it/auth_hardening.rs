@@ -13,9 +13,11 @@ use dakghar::{
 use reqwest::{header, StatusCode};
 
 use crate::helpers::{
-    browser, location, page_html, seed_user, spawn_app, spawn_app_with, TestApp, PASSWORD,
+    browser, location, page_html, seed_user, spawn_app, spawn_app_with, Raw, TestApp, TestDb,
+    PASSWORD,
 };
 
+on_both_backends_db!(failed_sign_ins_are_forgotten_and_overlong_emails_never_kept);
 on_both_backends!(
     failed_logins_lock_the_email_for_longer_each_time_and_no_one_else,
     a_megabyte_password_is_a_fast_400_and_long_passphrases_work,
@@ -24,6 +26,7 @@ on_both_backends!(
     cross_site_posts_to_sign_in_out_and_server_functions_are_refused,
     pages_carry_a_nonce_csp_and_every_response_the_security_headers,
     the_secure_cookie_uses_the_host_prefix,
+    forty_concurrent_wrong_passwords_for_one_email_check_at_most_five,
 );
 
 async fn sign_in(client: &reqwest::Client, app: &TestApp, email: &str, password: &str) -> String {
@@ -339,4 +342,81 @@ async fn the_secure_cookie_uses_the_host_prefix(store: Store) {
         assert!(cookie.contains(part), "{part} in {cookie}");
     }
     assert!(!cookie.contains("Domain"), "{cookie}");
+}
+
+/// The lock used to be read before hashing and written after, so a burst
+/// all passed the check before any failure was counted: each of 40 at once
+/// checked its password. Now each attempt is counted, and locked out,
+/// before its password is checked, in one statement. (Attempts turned away
+/// because every core is hashing are answered 503 and checked nothing.)
+async fn forty_concurrent_wrong_passwords_for_one_email_check_at_most_five(store: Store) {
+    let app = spawn_app(store).await;
+    seed_user(&app.store, &app.clock, "acme", "ana@acme.example").await;
+    let attempts: Vec<_> = (0..40)
+        .map(|_| {
+            let url = app.url("/login");
+            tokio::spawn(async move {
+                let res = browser()
+                    .post(url)
+                    .form(&[
+                        ("email", "ana@acme.example"),
+                        ("password", "a wrong guess"),
+                        ("next", ""),
+                    ])
+                    .send()
+                    .await
+                    .unwrap();
+                (res.status(), location(&res))
+            })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for a in attempts {
+        answers.push(a.await.unwrap());
+    }
+    let checked = answers
+        .iter()
+        .filter(|(_, l)| l == "/login?error=1")
+        .count();
+    let locked = answers
+        .iter()
+        .filter(|(_, l)| l.starts_with("/login?error=throttled"))
+        .count();
+    let busy = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
+        .count();
+    assert_eq!(checked + locked + busy, 40, "{answers:?}");
+    assert_eq!(
+        checked, 5,
+        "four free mistakes and the one that locked: {answers:?}"
+    );
+    assert!(locked >= 1, "{answers:?}");
+}
+
+/// Every email ever tried left a row in login_failures; a day after its
+/// last failure (and its lock) the row is forgotten. An email longer than
+/// any address can be is refused before anything is written.
+async fn failed_sign_ins_are_forgotten_and_overlong_emails_never_kept(db: &TestDb) {
+    let app = spawn_app(db.store.clone()).await;
+    let rows = || async {
+        let sql = "SELECT count(*) FROM login_failures";
+        match &db.raw().await {
+            Raw::Sqlite(c) => sqlx::query_scalar::<_, i64>(sql).fetch_one(c).await.unwrap(),
+            Raw::Postgres(c) => sqlx::query_scalar::<_, i64>(sql).fetch_one(c).await.unwrap(),
+        }
+    };
+    let client = browser();
+    let long = format!("{}@example.com", "a".repeat(300));
+    assert_eq!(sign_in(&client, &app, &long, "guess").await, "/login?error=1");
+    assert_eq!(rows().await, 0, "an overlong email is never written");
+    for _ in 0..6 {
+        sign_in(&client, &app, "nobody@acme.example", "guess").await;
+    }
+    assert_eq!(rows().await, 1);
+    let run = || dakghar::jobs::expired_links::run_once(&app.store, app.clock.now());
+    assert_eq!(run().await.unwrap(), 0, "still counting and locked");
+    app.clock.advance(Duration::from_secs(25 * 3600));
+    assert_eq!(run().await.unwrap(), 1);
+    assert_eq!(rows().await, 0);
 }
