@@ -178,8 +178,8 @@ fn kept_headers(headers: &header::HeaderMap) -> Vec<(String, String)> {
     for (name, value) in headers {
         let raw = value.as_bytes();
         let size = name.as_str().len() + raw.len();
-        let mut text = String::from_utf8_lossy(&raw[..raw.len().min(HEADER_VALUE_KEEP_BYTES)])
-            .into_owned();
+        let mut text =
+            String::from_utf8_lossy(&raw[..raw.len().min(HEADER_VALUE_KEEP_BYTES)]).into_owned();
         if raw.len() > HEADER_VALUE_KEEP_BYTES {
             text.push_str(&format!("… ({} bytes)", raw.len()));
         }
@@ -277,6 +277,9 @@ mod tests {
     fn many_small_headers_stop_at_the_count() {
         let kept = kept_headers(&headers(90, 10));
         assert_eq!(kept.len(), HEADERS_KEEP_COUNT + 1);
-        assert_eq!(kept.last().unwrap().1, "26 more headers (416 bytes) not kept");
+        assert_eq!(
+            kept.last().unwrap().1,
+            "26 more headers (416 bytes) not kept"
+        );
     }
 }

@@ -60,7 +60,9 @@ impl RecordingProxy {
                         .unwrap()
                         .push(text.lines().next().unwrap_or_default().to_string());
                     let _ = conn
-                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
                         .await;
                 });
             }
@@ -121,7 +123,13 @@ async fn environment_proxies_are_never_used(db: &TestDb) {
     let proxy = RecordingProxy::start().await;
     let rx = Receiver::start().await;
     let port = url::Url::parse(&rx.url).unwrap().port().unwrap();
-    let delivery = one_delivery_to(&db.store, SystemClock.now(), &format!("http://localhost:{port}/hook"), "t").await;
+    let delivery = one_delivery_to(
+        &db.store,
+        SystemClock.now(),
+        &format!("http://localhost:{port}/hook"),
+        "t",
+    )
+    .await;
     let mut command = Command::new(BIN);
     command
         .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
@@ -167,7 +175,8 @@ async fn an_egress_proxy_carries_requests_but_internal_targets_are_refused_first
     config.delivery.egress_proxy = Some(url::Url::parse(&proxy.url).unwrap());
     let app = spawn_app_with(store, config).await;
 
-    let by_name = one_delivery_to(&app.store, app.clock.now(), "http://localhost:9/hook", "n").await;
+    let by_name =
+        one_delivery_to(&app.store, app.clock.now(), "http://localhost:9/hook", "n").await;
     let literal = one_delivery_to(&app.store, app.clock.now(), "http://10.1.2.3/hook", "l").await;
     tick_until_idle(&app).await;
     for d in [&by_name, &literal] {
@@ -178,7 +187,13 @@ async fn an_egress_proxy_carries_requests_but_internal_targets_are_refused_first
     assert_eq!(proxy.connections(), 0, "{:?}", proxy.seen.lock().unwrap());
 
     // A public address passes the guard and travels through the proxy.
-    let public = one_delivery_to(&app.store, app.clock.now(), "http://93.184.216.34/hook", "p").await;
+    let public = one_delivery_to(
+        &app.store,
+        app.clock.now(),
+        "http://93.184.216.34/hook",
+        "p",
+    )
+    .await;
     tick_until_idle(&app).await;
     let d = app.store.delivery(&public).await.unwrap();
     assert_eq!(d.state, DeliveryState::Delivered.as_str());
