@@ -402,13 +402,22 @@ async fn failed_sign_ins_are_forgotten_and_overlong_emails_never_kept(db: &TestD
     let rows = || async {
         let sql = "SELECT count(*) FROM login_failures";
         match &db.raw().await {
-            Raw::Sqlite(c) => sqlx::query_scalar::<_, i64>(sql).fetch_one(c).await.unwrap(),
-            Raw::Postgres(c) => sqlx::query_scalar::<_, i64>(sql).fetch_one(c).await.unwrap(),
+            Raw::Sqlite(c) => sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(c)
+                .await
+                .unwrap(),
+            Raw::Postgres(c) => sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(c)
+                .await
+                .unwrap(),
         }
     };
     let client = browser();
     let long = format!("{}@example.com", "a".repeat(300));
-    assert_eq!(sign_in(&client, &app, &long, "guess").await, "/login?error=1");
+    assert_eq!(
+        sign_in(&client, &app, &long, "guess").await,
+        "/login?error=1"
+    );
     assert_eq!(rows().await, 0, "an overlong email is never written");
     for _ in 0..6 {
         sign_in(&client, &app, "nobody@acme.example", "guess").await;

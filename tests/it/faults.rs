@@ -13,17 +13,16 @@ use std::{
 
 use axum::{body::Body, extract::State, http::HeaderMap, response::Response, Router};
 use dakghar::{
-    auth::api_key,
-    clock::{Clock, SystemClock},
+    clock::Clock,
     config::ServeConfig,
-    store::{DeliveryState, NewEndpoint, NewEvent, Store},
+    store::{DeliveryState, NewEvent},
 };
 use serde_json::json;
 
 use crate::{
     helpers::{new_endpoint, spawn_app_with, Raw, TestDb, TEST_SECRETS_KEY},
     receiver::Receiver,
-    served::{free_port, Served, BIN},
+    served::{free_port, tenant, Served, BIN},
     tcp_proxy::TcpProxy,
 };
 
@@ -32,37 +31,6 @@ on_both_backends_db!(
     ten_seconds_without_the_database_lose_nothing,
 );
 on_both_backends_db!(a_random_fault_schedule_over_10k_events_leaves_none_missing);
-
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-/// An account with an API key and one endpoint on `url`.
-async fn tenant(store: &Store, url: &str, max_in_flight: i64) -> String {
-    let now = SystemClock.now();
-    let account = store.create_account("acme", now).await.unwrap();
-    let key = api_key::generate();
-    store
-        .create_api_key(&account.id, "", &key.prefix, &key.hash, false, now)
-        .await
-        .unwrap();
-    store
-        .create_endpoint(
-            NewEndpoint {
-                account_id: account.id,
-                url: url.to_string(),
-                description: String::new(),
-                event_types: vec![],
-                secret: SECRET.into(),
-                rate_limit_per_sec: None,
-                max_in_flight,
-                retry_strategy: None,
-                retry_statuses: None,
-            },
-            now,
-        )
-        .await
-        .unwrap();
-    key.key
-}
 
 fn start_server(url: &str, port: u16) -> Served {
     let child = Command::new(BIN)
