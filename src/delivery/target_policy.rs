@@ -12,6 +12,7 @@ use std::{
     time::Duration,
 };
 
+use hickory_resolver::TokioResolver;
 use ipnet::IpNet;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -85,11 +86,9 @@ impl TargetPolicy {
         }
         if let url::Host::Domain(name) = host {
             let port = url.port_or_known_default().unwrap_or(443);
-            let found = tokio::time::timeout(
-                Duration::from_secs(3),
-                tokio::net::lookup_host((name, port)),
-            )
-            .await;
+            let lookup = Lookup::system();
+            let found =
+                tokio::time::timeout(Duration::from_secs(3), lookup.addresses(name, port)).await;
             if let Ok(Ok(addresses)) = found {
                 for a in addresses {
                     self.check(a.ip())?;
@@ -104,20 +103,55 @@ impl TargetPolicy {
     pub fn resolver(&self) -> Arc<GuardedResolver> {
         Arc::new(GuardedResolver {
             policy: self.clone(),
+            lookup: Arc::new(Lookup::system()),
         })
+    }
+}
+
+/// The system's name servers and hosts file, asked from the async runtime
+/// (hickory): the system resolver (getaddrinfo) runs on tokio's blocking
+/// pool, where a flood of other blocking work, password hashing say,
+/// would make deliveries wait for a thread just to look up a name. Made
+/// where it is used: its connections belong to the runtime that made it.
+pub struct Lookup(Option<TokioResolver>);
+
+impl Lookup {
+    pub fn system() -> Lookup {
+        match TokioResolver::builder_tokio().and_then(|b| b.build()) {
+            Ok(resolver) => Lookup(Some(resolver)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no DNS configuration to read; names are resolved by the system");
+                Lookup(None)
+            }
+        }
+    }
+
+    /// The addresses of `name`, with `port`.
+    async fn addresses(&self, name: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        match &self.0 {
+            Some(resolver) => {
+                let found = resolver
+                    .lookup_ip(name)
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                Ok(found.iter().map(|ip| SocketAddr::new(ip, port)).collect())
+            }
+            None => Ok(tokio::net::lookup_host((name, port)).await?.collect()),
+        }
     }
 }
 
 pub struct GuardedResolver {
     policy: TargetPolicy,
+    lookup: Arc<Lookup>,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let policy = self.policy.clone();
+        let lookup = Arc::clone(&self.lookup);
         Box::pin(async move {
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let found = lookup.addresses(name.as_str(), 0).await?;
             let mut first_refusal = None;
             let passed: Vec<SocketAddr> = found
                 .into_iter()

@@ -33,6 +33,7 @@ mod roles;
 mod secrets_at_rest;
 mod serve_logs;
 mod served;
+mod sign_in_flood;
 mod signing;
 mod smtp_sink;
 mod ssrf;
