@@ -202,9 +202,20 @@ fn refused_kind(address: IpAddr) -> Option<&'static str> {
             if let Some(v4) = embedded_v4(v6) {
                 return refused_v4(v4);
             }
-            let first = v6.segments()[0];
+            let seg = v6.segments();
+            let first = seg[0];
             if v6.is_loopback() {
                 Some("loopback")
+            } else if first == 0x2001 && seg[1] == 0 {
+                // Teredo (2001::/32) tunnels to an IPv4 address written
+                // obfuscated inside: refused whatever it hides.
+                Some("Teredo tunnel")
+            } else if (first, seg[1], seg[2]) == (0x64, 0xff9b, 1) {
+                // 64:ff9b:1::/48 (RFC 8215): a translator of the local network.
+                Some("local-use NAT64")
+            } else if seg[..6] == [0, 0, 0, 0, 0xffff, 0] {
+                // ::ffff:0:0/96, IPv4-translated (SIIT): a translator's.
+                Some("IPv4-translated (SIIT)")
             } else if v6.is_unspecified() {
                 Some("unspecified")
             } else if v6.is_multicast() {
@@ -289,6 +300,14 @@ mod tests {
             "http://[fd00:ec2::254]/",
             "http://[fc00::1]/",
             "http://[ff02::1]/",
+            "http://[64:ff9b:1::a00:1]/",
+            "http://[64:ff9b:1:ffff::7f00:1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "http://[2001::1]/",
+            "http://[64:ff9b:1::5db8:d822]/",
+            "http://[::ffff:0:5db8:d822]/",
         ] {
             assert!(host_of(url).is_err(), "{url} must be refused");
         }
