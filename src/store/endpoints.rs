@@ -147,6 +147,9 @@ impl Store {
         self.opened(ep)
     }
 
+    /// Changes only the fields the patch names, in one statement: two
+    /// changes at once to different fields both stick (a read, then a
+    /// write of every field, lost one of them).
     pub async fn update_endpoint(
         &self,
         account_id: &str,
@@ -154,33 +157,36 @@ impl Store {
         patch: EndpointPatch,
         now: Timestamp,
     ) -> Result<Endpoint> {
-        let current = self.endpoint(account_id, id).await?;
-        let types = match patch.event_types {
-            Some(t) => serde_json::to_string(&t).unwrap_or_else(|_| "[]".into()),
-            None => current.event_types,
-        };
-        let sql = "UPDATE endpoints SET url = $1, description = $2, event_types = $3, \
-                   rate_limit_per_sec = $4, max_in_flight = $5, updated_at = $6, host = $9, \
-                   retry_strategy = $10, retry_statuses = $11 \
-                   WHERE account_id = $7 AND id = $8 RETURNING *";
-        let url = patch.url.unwrap_or(current.url);
-        let host = receiver_host(&url);
+        let sql = "UPDATE endpoints SET \
+                     url = COALESCE($1, url), \
+                     host = CASE WHEN $1 IS NULL THEN host ELSE $2 END, \
+                     description = COALESCE($3, description), \
+                     event_types = COALESCE($4, event_types), \
+                     rate_limit_per_sec = CASE WHEN $5 THEN $6 ELSE rate_limit_per_sec END, \
+                     max_in_flight = COALESCE($7, max_in_flight), \
+                     retry_strategy = CASE WHEN $8 THEN $9 ELSE retry_strategy END, \
+                     retry_statuses = CASE WHEN $10 THEN $11 ELSE retry_statuses END, \
+                     updated_at = $12 \
+                   WHERE account_id = $13 AND id = $14 RETURNING *";
+        let host = patch.url.as_deref().and_then(receiver_host);
+        let types = patch
+            .event_types
+            .map(|t| serde_json::to_string(&t).unwrap_or_else(|_| "[]".into()));
         let ep = on_pool!(self, |p| sqlx::query_as::<_, Endpoint>(sql)
-            .bind(url)
-            .bind(patch.description.unwrap_or(current.description))
+            .bind(&patch.url)
+            .bind(&host)
+            .bind(&patch.description)
             .bind(&types)
-            .bind(
-                patch
-                    .rate_limit_per_sec
-                    .unwrap_or(current.rate_limit_per_sec)
-            )
-            .bind(patch.max_in_flight.unwrap_or(current.max_in_flight))
+            .bind(patch.rate_limit_per_sec.is_some())
+            .bind(patch.rate_limit_per_sec.flatten())
+            .bind(patch.max_in_flight)
+            .bind(patch.retry_strategy.is_some())
+            .bind(patch.retry_strategy.clone().flatten())
+            .bind(patch.retry_statuses.is_some())
+            .bind(patch.retry_statuses.clone().flatten())
             .bind(now.millis())
             .bind(account_id)
             .bind(id)
-            .bind(host)
-            .bind(patch.retry_strategy.unwrap_or(current.retry_strategy))
-            .bind(patch.retry_statuses.unwrap_or(current.retry_statuses))
             .fetch_one(p)
             .await)?;
         self.opened(ep)

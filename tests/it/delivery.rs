@@ -23,6 +23,7 @@ on_both_backends!(
     ingest_rejects_bad_input_and_is_idempotent,
     another_accounts_ids_are_not_found,
     resend_resets_the_delivery_and_keeps_history,
+    two_changes_at_once_to_one_endpoint_both_stick,
 );
 
 async fn a_signed_event_reaches_the_receiver_and_verifies(store: Store) {
@@ -558,4 +559,59 @@ async fn resend_resets_the_delivery_and_keeps_history(store: Store) {
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["data"].as_array().unwrap().len(), 1);
+}
+
+/// PATCH read the endpoint, then wrote every field back: of two changes to
+/// different fields at once, the later write undid the earlier one.
+async fn two_changes_at_once_to_one_endpoint_both_stick(store: Store) {
+    let api = Api::new(store).await;
+    let rx = Receiver::start().await;
+    let ep = api.endpoint(&rx).await;
+    let ep_id = ep["id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/endpoints/{ep_id}");
+    for round in 0..20 {
+        let url = format!("{}?round={round}", rx.url);
+        let description = format!("round {round}");
+        let (a, b) = tokio::join!(
+            api.call(
+                reqwest::Method::PATCH,
+                &path,
+                Some(json!({ "description": description }))
+            ),
+            api.call(
+                reqwest::Method::PATCH,
+                &path,
+                Some(json!({ "url": url, "max_in_flight": round + 1 }))
+            ),
+        );
+        assert_eq!(a.0, StatusCode::OK, "{}", a.1);
+        assert_eq!(b.0, StatusCode::OK, "{}", b.1);
+        let (_, now) = api.call(reqwest::Method::GET, &path, None).await;
+        assert_eq!(
+            now["description"],
+            description.as_str(),
+            "round {round}: {now}"
+        );
+        assert_eq!(now["url"], url.as_str(), "round {round}: {now}");
+        assert_eq!(now["max_in_flight"], round + 1, "round {round}: {now}");
+    }
+    // Fields a patch does not name stay, and null clears a limit.
+    let (_, after) = api
+        .call(
+            reqwest::Method::PATCH,
+            &path,
+            Some(json!({ "rate_limit_per_sec": 7 })),
+        )
+        .await;
+    assert_eq!(after["rate_limit_per_sec"], 7);
+    assert_eq!(after["description"], "round 19");
+    let (_, after) = api
+        .call(
+            reqwest::Method::PATCH,
+            &path,
+            Some(json!({ "rate_limit_per_sec": null })),
+        )
+        .await;
+    assert!(after["rate_limit_per_sec"].is_null(), "{after}");
+    assert_eq!(after["max_in_flight"], 20);
 }
