@@ -114,6 +114,7 @@ pub(super) async fn launch(
 
 /// A replay and where its deliveries are now.
 pub async fn status(ctx: &Ctx, id: &str) -> Result<(Replay, ReplayProgress)> {
+    ctx.store.finish_replays(Some(id)).await?;
     let replay = ctx.store.replay(id).await.or_not_found("replay")?;
     let progress = ctx.store.replay_progress(id).await?;
     Ok((replay, progress))
@@ -133,5 +134,6 @@ pub async fn cancel(ctx: &Ctx, id: &str, actor: &str) -> Result<u64> {
 
 /// The audit log, newest first: every resend and bulk replay.
 pub async fn audit_log(ctx: &Ctx) -> Result<Vec<Replay>> {
+    ctx.store.finish_replays(None).await?;
     Ok(ctx.store.replays(None, 200).await?)
 }

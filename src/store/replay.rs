@@ -229,6 +229,20 @@ impl Store {
         Ok((replay, per_account))
     }
 
+    /// Marks running replays (one, or all) whose deliveries have all been
+    /// attempted as `done`. Returns how many.
+    pub async fn finish_replays(&self, only: Option<&str>) -> Result<u64> {
+        let sql = "UPDATE replays SET status = 'done' \
+                   WHERE status = 'running' AND ($1 IS NULL OR id = $1) \
+                     AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.replay_id = replays.id \
+                       AND d.state IN ('pending', 'in_flight'))";
+        Ok(on_pool!(self, |p| sqlx::query(sql)
+            .bind(only)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()))?)
+    }
+
     pub async fn replay(&self, id: &str) -> Result<Replay> {
         let sql = "SELECT * FROM replays WHERE id = $1";
         Ok(on_pool!(self, |p| sqlx::query_as::<_, Replay>(sql)
@@ -260,13 +274,18 @@ impl Store {
     pub async fn cancel_replay(&self, id: &str, now: Timestamp) -> Result<u64> {
         // Exactly as before the replay: the same dead letter, not a new one
         // (a fresh finished_at would count as a new expiry in the alerts).
+        // Only what nothing touched since the replay reset it (its
+        // updated_at is still the replay's): a delivery that was claimed
+        // and came back without a recorded attempt (its node died, its
+        // result was lost) may have reached the receiver, so it stays.
         let revert = "UPDATE deliveries SET state = replay_prev_state, \
                         attempts = replay_prev_attempts, give_up_at = replay_prev_give_up_at, \
                         finished_at = CASE WHEN replay_prev_state = 'pending' THEN NULL \
                           ELSE COALESCE(replay_prev_finished_at, $1) END, \
                         last_error = replay_prev_error, \
                         updated_at = $1 \
-                      WHERE replay_id = $2 AND state = 'pending' AND attempt_seq = replay_from_seq";
+                      WHERE replay_id = $2 AND state = 'pending' AND attempt_seq = replay_from_seq \
+                        AND updated_at = (SELECT created_at FROM replays WHERE id = $2)";
         let mark = "UPDATE replays SET status = 'cancelled' WHERE id = $1 AND kind = 'bulk'";
         on_pool!(self, |p| {
             let mut tx = p.begin().await?;

@@ -23,6 +23,7 @@ on_both_backends!(
     preview_counts_per_endpoint_and_changes_nothing,
     confirm_spreads_the_redeliveries_and_respects_rate_limits,
     progress_and_cancel_put_the_rest_back,
+    cancel_keeps_what_may_have_arrived_and_a_finished_replay_is_done,
     members_get_403_and_anonymous_401_on_every_admin_route,
     a_paused_backlog_is_replayed_into_a_fresh_window_and_cancel_restores_it,
     a_large_replay_is_announced_before_its_first_redelivery,
@@ -626,4 +627,88 @@ async fn a_large_replay_is_announced_before_its_first_redelivery(store: Store) {
     app.clock.advance(Duration::from_secs(62));
     tick_until_idle(&app).await;
     assert_eq!(rx.count(), 6, "redelivered after the notice");
+}
+
+/// A replayed delivery that a node claimed, and that came back without a
+/// recorded attempt when its lease ran out (the node died after sending,
+/// or its result was lost), may have reached the receiver: cancelling the
+/// replay leaves it to be delivered instead of calling it a dead letter
+/// again. And a replay whose deliveries were all attempted is `done`.
+async fn cancel_keeps_what_may_have_arrived_and_a_finished_replay_is_done(store: Store) {
+    let app = spawn_app_with(store, ServeConfig::for_tests()).await;
+    let ana = customer(&app, "Acme", "ana@acme.example").await;
+    let key = admin_key(&app, &ana.seeded.account.id).await;
+    let rx = Receiver::start().await;
+    dead_letters(&app, &ana, &rx, 4, json!({})).await;
+    let start = |window: &str| {
+        admin(
+            &app,
+            &key,
+            reqwest::Method::POST,
+            "/api/v1/admin/replays",
+            Some(json!({ "criteria": { "states": ["failed"] }, "window": window })),
+        )
+    };
+    let (_, replay) = start("1m").await;
+    let id = replay["id"].as_str().unwrap().to_string();
+    app.clock.advance(Duration::from_secs(120));
+    // A node claims one and vanishes; its lease runs out.
+    let now = app.clock.now();
+    let claimed = app
+        .store
+        .claim_due(now, now.plus(Duration::from_secs(5)), 1, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    app.clock.advance(Duration::from_secs(10));
+    assert_eq!(
+        app.store
+            .rescue_expired_leases(app.clock.now())
+            .await
+            .unwrap(),
+        1
+    );
+    let (status, cancelled) = admin(
+        &app,
+        &key,
+        reqwest::Method::POST,
+        &format!("/api/v1/admin/replays/{id}/cancel"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["returned_to_dead_letter"], 3, "{cancelled}");
+    let kept = app.store.delivery(&claimed[0].id).await.unwrap();
+    assert_eq!(
+        kept.state(),
+        Some(DeliveryState::Pending),
+        "it may have arrived"
+    );
+    tick_until_idle(&app).await;
+    let kept = app.store.delivery(&claimed[0].id).await.unwrap();
+    assert_eq!(kept.state(), Some(DeliveryState::Delivered));
+
+    // A replay that has attempted everything it reset is done.
+    let (_, replay) = start("1m").await;
+    let id = replay["id"].as_str().unwrap().to_string();
+    let status_of = || async {
+        let (_, r) = admin(
+            &app,
+            &key,
+            reqwest::Method::GET,
+            &format!("/api/v1/admin/replays/{id}"),
+            None,
+        )
+        .await;
+        r["status"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(status_of().await, "running");
+    app.clock.advance(Duration::from_secs(120));
+    tick_until_idle(&app).await;
+    assert_eq!(status_of().await, "done");
+    assert_eq!(
+        rx.count(),
+        4 + 1 + 3,
+        "the first tries, the kept one, the three again"
+    );
 }
