@@ -36,6 +36,22 @@ struct DeliveryRef {
     endpoint_id: String,
 }
 
+/// Over the limit is a 413; a body that broke off or was malformed on the
+/// wire is the client's 400, not a size problem.
+fn unreadable(e: axum::Error) -> ApiError {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return too_large();
+        }
+        source = s.source();
+    }
+    bad(
+        "unreadable_body",
+        format!("the request body could not be read: {e}"),
+    )
+}
+
 fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::bad_request(code, message)
 }
@@ -62,7 +78,7 @@ pub async fn ingest(
     // Room for the envelope around a payload at the limit.
     let body = axum::body::to_bytes(body, MAX_PAYLOAD_BYTES + 4096)
         .await
-        .map_err(|_| too_large())?;
+        .map_err(unreadable)?;
     let Incoming {
         id,
         event_type,

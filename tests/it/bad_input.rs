@@ -11,6 +11,7 @@ on_both_backends!(
     odd_payloads_are_delivered_byte_exact_or_refused_never_a_500,
     odd_ids_and_types_are_refused_with_a_reason,
     bad_endpoint_urls_are_refused_with_a_reason,
+    a_body_that_breaks_off_is_a_400_and_only_size_is_a_413,
 );
 
 async fn post_raw(api: &Api, body: Vec<u8>) -> (StatusCode, Value) {
@@ -181,4 +182,29 @@ async fn bad_endpoint_urls_are_refused_with_a_reason(store: dakghar::store::Stor
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "a real IDN host: {out}");
+}
+
+/// A body that stops short of its Content-Length (the client went away
+/// half-way) was answered 413, as if it had been too large.
+async fn a_body_that_breaks_off_is_a_400_and_only_size_is_a_413(store: dakghar::store::Store) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let api = Api::new(store).await;
+    let addr = api.app.base.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /api/v1/events HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n",
+        api.key
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(br#"{"type":"t","#).await.unwrap();
+    conn.shutdown().await.unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("unreadable_body"), "{answer}");
+
+    let huge = format!(r#"{{"type":"t","payload":"{}"}}"#, "x".repeat(300 * 1024));
+    let (status, body) = post_raw(&api, huge.into_bytes()).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
 }
