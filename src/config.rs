@@ -11,6 +11,9 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
+    /// Serve `/metrics` here instead of on `listen` (a port only the
+    /// scraper reaches); `None` keeps it beside the API.
+    pub metrics_listen: Option<SocketAddr>,
     /// Where cargo-leptos put the compiled stylesheet, JS and wasm (`pkg/`).
     pub site_root: PathBuf,
     /// Set the cookie's `Secure` flag: the dashboard is reached over https.
@@ -62,6 +65,7 @@ impl ServeConfig {
     pub fn for_tests() -> Self {
         ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_listen: None,
             site_root: PathBuf::from("target/site"),
             secure_cookies: false,
             delivery: DeliverySettings {

@@ -30,6 +30,8 @@ pub struct Ctx {
     /// Turns at checking a password: sign-in floods wait here, briefly,
     /// or are answered busy.
     pub hashing: password::Gate,
+    /// The queue counts `/metrics` read last, kept for a second.
+    pub gauges: crate::metrics::GaugeCache,
 }
 
 impl Ctx {

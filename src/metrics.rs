@@ -5,7 +5,10 @@ use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use crate::{clock::Timestamp, store::Store};
+use crate::{
+    clock::Timestamp,
+    store::{QueueGauges, Store, StoreError},
+};
 
 /// Buckets in seconds, from a fast local receiver to the request timeout.
 const REQUEST_BUCKETS: &[f64] = &[
@@ -156,9 +159,33 @@ pub fn status_class(status: Option<u16>) -> &'static str {
     }
 }
 
-/// Sets the gauges from the database, then renders everything.
-pub async fn render(store: &Store, now: Timestamp) -> String {
-    match store.queue_gauges(now).await {
+/// The queue counts read last and when: a scraper (or anyone who can
+/// reach /metrics) asking in a loop costs the database a read a second at
+/// most. Real time, not the code's clock: this is a rate, not a deadline.
+#[derive(Debug, Default)]
+pub struct GaugeCache(tokio::sync::Mutex<Option<(std::time::Instant, QueueGauges)>>);
+
+const GAUGES_FRESH_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl GaugeCache {
+    async fn read(&self, store: &Store, now: Timestamp) -> Result<QueueGauges, StoreError> {
+        // Held while reading, so scrapes that arrive together share one read.
+        let mut last = self.0.lock().await;
+        if let Some((at, g)) = last.as_ref() {
+            if at.elapsed() < GAUGES_FRESH_FOR {
+                return Ok(g.clone());
+            }
+        }
+        let g = store.queue_gauges(now).await?;
+        *last = Some((std::time::Instant::now(), g.clone()));
+        Ok(g)
+    }
+}
+
+/// Sets the gauges from the database (at most a second old), then renders
+/// everything.
+pub async fn render(store: &Store, cache: &GaugeCache, now: Timestamp) -> String {
+    match cache.read(store, now).await {
         Ok(g) => {
             metrics::gauge!("dakghar_queue_depth", "state" => "pending").set(g.pending as f64);
             metrics::gauge!("dakghar_queue_depth", "state" => "in_flight").set(g.in_flight as f64);

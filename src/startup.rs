@@ -23,6 +23,8 @@ use crate::{
 
 pub struct Application {
     listener: TcpListener,
+    /// `--metrics-listen`: its own listener and router.
+    metrics: Option<(TcpListener, Router)>,
     router: Router,
     engine: Arc<Engine>,
     run_workers: bool,
@@ -100,19 +102,37 @@ impl Application {
                 mail: Arc::new(tokio::sync::Notify::new()),
                 key_uses: Default::default(),
                 hashing: Default::default(),
+                gauges: Default::default(),
             }),
         };
         let ctx = Arc::clone(&state.ctx);
+        let metrics_listener = match ctx.config.metrics_listen {
+            Some(at) => Some(
+                TcpListener::bind(at)
+                    .await
+                    .map_err(|e| BuildError::Bind(at, e))?,
+            ),
+            None => None,
+        };
+        let metrics = Router::new()
+            .route("/metrics", get(metrics_text))
+            .with_state(state.clone());
+        let metrics_beside = metrics_listener.is_none().then(|| metrics.clone());
         let router = if ctx.config.serve_api {
             router(state).layer(session::layer(&sessions, secure, ctx.config.sessions.idle))
         } else {
             Router::new()
                 .route("/healthz", get(|| async { "ok" }))
-                .route("/metrics", get(metrics_text))
                 .with_state(state)
         };
+        let router = match metrics_beside {
+            Some(metrics) => router.merge(metrics),
+            None => router,
+        };
+        let metrics = metrics_listener.map(|l| (l, metrics));
         Ok(Application {
             listener,
+            metrics,
             router,
             engine,
             run_workers,
@@ -129,6 +149,11 @@ impl Application {
 
     pub fn port(&self) -> u16 {
         self.local_addr().port()
+    }
+
+    /// Where `/metrics` is served when it has a listener of its own.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().and_then(|(l, _)| l.local_addr().ok())
     }
 
     /// What the application's actions share, for work started beside it.
@@ -174,6 +199,14 @@ impl Application {
                 tracing::debug!(error = %e, "could not set TCP_NODELAY");
             }
         });
+        let scraped = self.metrics.map(|(listener, metrics)| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                axum::serve(listener, metrics)
+                    .with_graceful_shutdown(async move { stop.cancelled().await })
+                    .await
+            })
+        });
         let served = axum::serve(listener, self.router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -181,6 +214,9 @@ impl Application {
             })
             .await;
         stop.cancel();
+        if let Some(scraped) = scraped {
+            let _ = scraped.await;
+        }
         if let Some(workers) = workers {
             let _ = workers.await;
         }
@@ -210,7 +246,7 @@ async fn metrics_text(State(state): State<AppState>) -> impl axum::response::Int
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        crate::metrics::render(&state.ctx.store, state.ctx.clock.now()).await,
+        crate::metrics::render(&state.ctx.store, &state.ctx.gauges, state.ctx.clock.now()).await,
     )
 }
 
@@ -218,7 +254,6 @@ fn router(state: AppState) -> Router {
     let embed = Arc::new(state.ctx.config.embed_origins.clone());
     dashboard::routes(&state, api::openapi::operations())
         .route("/healthz", get(|| async { "ok" }))
-        .route("/metrics", get(metrics_text))
         .merge(api::router())
         .layer(axum::middleware::from_fn(guard::require_session_for_pages))
         .layer(axum::middleware::from_fn_with_state(

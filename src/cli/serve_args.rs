@@ -23,6 +23,10 @@ pub(super) struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "DAKGHAR_LISTEN", default_value = "127.0.0.1:3000")]
     listen: SocketAddr,
+    /// Serve /metrics on this address instead of --listen, for a port only
+    /// the scraper reaches (`127.0.0.1:9100`).
+    #[arg(long, env = "DAKGHAR_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
     /// Folder holding the built stylesheet, JS and wasm (cargo-leptos's site root).
     #[arg(long, env = "DAKGHAR_SITE_ROOT", default_value = "target/site")]
     site_root: PathBuf,
@@ -280,6 +284,7 @@ pub(super) async fn secrets_key(
 pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.listen,
+        metrics_listen: args.metrics_listen,
         secure_cookies: args.secure_cookies,
         delivery: args.delivery.settings(),
         run_workers: args.role != NodeRole::Api,

@@ -274,6 +274,8 @@ pub async fn seed_user(store: &Store, clock: &dyn Clock, account: &str, email: &
 
 pub struct TestApp {
     pub base: String,
+    /// `http://` and the address of `/metrics` when it has its own.
+    pub metrics_base: Option<String>,
     pub store: Store,
     pub clock: TestClock,
     pub engine: Arc<dakghar::delivery::engine::Engine>,
@@ -318,11 +320,13 @@ pub async fn spawn_node(store: Store, config: ServeConfig, clock: TestClock) -> 
         .await
         .expect("build app");
     let base = format!("http://{}", app.local_addr());
+    let metrics_base = app.metrics_addr().map(|a| format!("http://{a}"));
     let engine = app.engine();
     let stop = CancellationToken::new();
     let served = tokio::spawn(app.run_until(stop.clone().cancelled_owned()));
     TestApp {
         base,
+        metrics_base,
         store,
         clock,
         engine,

@@ -10,10 +10,17 @@ use serde_json::json;
 
 use crate::{api_client::Api, receiver::Receiver};
 
-on_both_backends!(metrics_move_when_deliveries_happen);
+on_both_backends!(
+    metrics_move_when_deliveries_happen,
+    metrics_on_their_own_address_and_the_queue_read_at_most_once_a_second,
+);
 
 async fn scrape(api: &Api) -> String {
-    let res = reqwest::get(api.app.url("/metrics")).await.unwrap();
+    scrape_at(&api.app.url("/metrics")).await
+}
+
+async fn scrape_at(url: &str) -> String {
+    let res = reqwest::get(url).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert!(res.headers()["content-type"]
         .to_str()
@@ -56,7 +63,14 @@ async fn metrics_move_when_deliveries_happen(store: Store) {
     for _ in 0..3 {
         api.send(json!({ "type": "t", "payload": {} })).await;
     }
-    let after = scrape(&api).await;
+    // The queue counts are read at most once a second: scrape until they
+    // show what this test left waiting.
+    let pending = r#"dakghar_queue_depth{state="pending"}"#;
+    let mut after = scrape(&api).await;
+    while value(&after, pending) != 3.0 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        after = scrape(&api).await;
+    }
 
     let moved = |series: &str| value(&after, series) - value(&before, series);
     assert!(
@@ -88,4 +102,38 @@ async fn metrics_move_when_deliveries_happen(store: Store) {
     );
     assert!(after.contains("dakghar_circuits_open "));
     assert!(after.contains("# HELP dakghar_dead_lettered_total"));
+}
+
+/// `--metrics-listen`: /metrics answers on its own address and no longer
+/// beside the API; and the queue counts it reads from the database are a
+/// second old at most, however often it is asked.
+async fn metrics_on_their_own_address_and_the_queue_read_at_most_once_a_second(store: Store) {
+    let mut config = dakghar::config::ServeConfig::for_tests();
+    config.metrics_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let api = Api::with_config(store, config).await;
+    let res = reqwest::get(api.app.url("/metrics")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::NOT_FOUND, "not beside the API");
+    let metrics = format!("{}/metrics", api.app.metrics_base.as_deref().unwrap());
+    let pending = r#"dakghar_queue_depth{state="pending"}"#;
+    // The count is read during this first scrape, so no later than now.
+    let first_at = std::time::Instant::now();
+    let first = scrape_at(&metrics).await;
+    assert!(first.contains("# HELP dakghar_attempts_total"));
+    let before = value(&first, pending);
+
+    // Two events wait (this test's workers only run when it ticks them).
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    api.send(json!({ "type": "t", "payload": {} })).await;
+    api.send(json!({ "type": "t", "payload": {} })).await;
+    let mut scrapes = 0;
+    while value(&scrape_at(&metrics).await, pending) != before + 2.0 {
+        scrapes += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        first_at.elapsed() >= Duration::from_secs(1),
+        "the new count showed {:?} after the first reading ({scrapes} scrapes)",
+        first_at.elapsed()
+    );
 }
