@@ -21,7 +21,7 @@ use crate::{
     events, ids,
     store::{
         Attempt, Endpoint, EndpointPatch, EndpointState, Health, LastAttempt, NewEndpoint,
-        NewEvent, WindowStats,
+        NewEvent, StoreError, WindowStats,
     },
 };
 
@@ -144,11 +144,14 @@ pub async fn update(
         .or_not_found("endpoint")
 }
 
-/// Deletes the endpoint and, with it, its deliveries.
+/// Deletes the endpoint and, with it, its deliveries. That may take a while
+/// (batches); it runs to the end even if the caller goes away.
 pub async fn delete(ctx: &Ctx, account_id: &str, id: &str) -> Result<()> {
-    ctx.store
-        .delete_endpoint(account_id, id)
+    let store = ctx.store.clone();
+    let (account_id, id) = (account_id.to_string(), id.to_string());
+    tokio::spawn(async move { store.delete_endpoint(&account_id, &id).await })
         .await
+        .map_err(|e| StoreError::Config(format!("the deletion stopped: {e}")))?
         .or_not_found("endpoint")
 }
 

@@ -61,6 +61,11 @@ macro_rules! on_writer {
     };
 }
 
+/// Rows a deletion of a whole endpoint or account removes per statement:
+/// small enough that on SQLite other writers wait milliseconds for the
+/// lock between batches, not the whole deletion.
+const DELETE_BATCH: i64 = 200;
+
 // The table groups use the macros above, so they come after them.
 mod accounts;
 mod admin;

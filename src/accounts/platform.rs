@@ -7,7 +7,7 @@ use crate::{
     clock::Timestamp,
     error::{Error, OrNotFound, Result},
     ids,
-    store::{Account, Deleted, PlatformKey, Store},
+    store::{Account, Deleted, PlatformKey, Store, StoreError},
 };
 
 /// The most accounts one page lists.
@@ -106,7 +106,12 @@ pub async fn update_account(
 
 /// Deletes the account and all of its data, a batch at a time.
 pub async fn delete_account(store: &Store, id: &str) -> Result<Deleted> {
-    let gone = store.delete_account(id).await.or_not_found("account")?;
+    // Batches take a while; they run to the end even if the caller goes away.
+    let (store, owned) = (store.clone(), id.to_string());
+    let gone = tokio::spawn(async move { store.delete_account(&owned).await })
+        .await
+        .map_err(|e| StoreError::Config(format!("the deletion stopped: {e}")))?
+        .or_not_found("account")?;
     tracing::info!(
         account = %id,
         events = gone.events,

@@ -111,10 +111,6 @@ pub struct Deleted {
     pub users: u64,
 }
 
-/// Rows deleted per statement: each is a short transaction of its own, so
-/// other writers (on SQLite, the one writer) get their turn between them.
-const DELETE_BATCH: i64 = 1_000;
-
 impl Store {
     /// Deletes the account and everything of it, a batch at a time; its
     /// keys and links go first, so nothing new arrives meanwhile.
@@ -182,7 +178,7 @@ impl Store {
     async fn delete_batch(&self, sql: &str, id: &str) -> Result<u64> {
         Ok(on_writer!(self, |p| sqlx::query(sql)
             .bind(id)
-            .bind(DELETE_BATCH)
+            .bind(super::DELETE_BATCH)
             .execute(p)
             .await
             .map(|r| r.rows_affected()))?)

@@ -26,6 +26,7 @@ mod login;
 mod metrics;
 mod openapi;
 mod platforms;
+mod quotas;
 mod receiver;
 mod receiver_respect;
 mod retention;
