@@ -26,6 +26,12 @@ pub struct ServeConfig {
     pub serve_api: bool,
     /// Resends per endpoint per minute, API and dashboard together (SPEC §5).
     pub resends_per_minute: i64,
+    /// Endpoints one account may have (`--max-endpoints-per-account`); an
+    /// event fans out to at most this many.
+    pub max_endpoints_per_account: i64,
+    /// Events per second one account may send to this node
+    /// (`--ingest-rate-limit`); `None` is unlimited.
+    pub ingest_rate_limit: Option<u32>,
     pub retention: RetentionSettings,
     /// Alert emails by SMTP; without it they stay in the outbox.
     pub mail: Option<MailSettings>,
@@ -83,6 +89,9 @@ impl ServeConfig {
             run_workers: false,
             serve_api: true,
             resends_per_minute: 100,
+            max_endpoints_per_account: 100,
+            // Tests that are about the limit set it; the rest send bursts.
+            ingest_rate_limit: None,
             retention: RetentionSettings::default(),
             mail: None,
             sessions: SessionSettings::default(),

@@ -32,6 +32,8 @@ pub struct Ctx {
     pub hashing: password::Gate,
     /// The queue counts `/metrics` read last, kept for a second.
     pub gauges: crate::metrics::GaugeCache,
+    /// What each account has sent this second, against the ingest limit.
+    pub ingest_rate: crate::auth::ingest_rate::IngestRate,
 }
 
 impl Ctx {

@@ -96,7 +96,17 @@ pub async fn create(ctx: &Ctx, account_id: &str, input: EndpointInput) -> Result
         rate_limit_per_sec: input.rate_limit_per_sec,
         max_in_flight: input.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
     };
-    Ok(ctx.store.create_endpoint(new, ctx.clock.now()).await?)
+    let most = ctx.config.max_endpoints_per_account;
+    ctx.store
+        .create_endpoint_within(new, most, ctx.clock.now())
+        .await?
+        .ok_or_else(|| Error::ConflictCode {
+            code: "endpoint_limit",
+            message: format!(
+                "this account has {most} endpoints, the most one account may have; \
+                 delete one first (--max-endpoints-per-account)"
+            ),
+        })
 }
 
 pub async fn list(ctx: &Ctx, account_id: &str) -> Result<Vec<Endpoint>> {

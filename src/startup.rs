@@ -83,6 +83,7 @@ impl Application {
                 .map_err(|e| BuildError::Bind(config.listen, e))?;
             config.public_url = Some(format!("http://{addr}"));
         }
+        let ingest_rate_limit = config.ingest_rate_limit;
         let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
             .map_err(|e| BuildError::Http(e.to_string()))?;
         let mailer = config
@@ -103,6 +104,7 @@ impl Application {
                 key_uses: Default::default(),
                 hashing: Default::default(),
                 gauges: Default::default(),
+                ingest_rate: crate::auth::ingest_rate::IngestRate::new(ingest_rate_limit),
             }),
         };
         let ctx = Arc::clone(&state.ctx);

@@ -54,6 +54,7 @@ fn node(url: &str) -> Child {
         .args(["--request-timeout", "2s", "--lease", "7s"])
         // Pacing per endpoint is not what this test is about.
         .args(["--default-rate-limit", "unlimited"])
+        .args(["--ingest-rate-limit", "unlimited"])
         .args(["--max-in-flight-per-host", &HOST_CAP.to_string()])
         .args(["--allow-subnets", "127.0.0.1/32"])
         .env_remove("DATABASE_URL")

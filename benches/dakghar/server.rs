@@ -37,6 +37,7 @@ impl Server {
             // burn-down measures the engine, not the pacing a production
             // default puts on it (50 starts a second, 10 per host).
             .args(["--default-rate-limit", "unlimited"])
+            .args(["--ingest-rate-limit", "unlimited"])
             .args(["--max-in-flight-per-host", "unlimited"])
             .args(extra)
             .env_remove("DATABASE_URL")

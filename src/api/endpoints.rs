@@ -217,7 +217,9 @@ impl EndpointOut {
 }
 
 #[utoipa::path(post, path = "/endpoints", tag = "endpoints", summary = "Add an endpoint; the answer carries its signing secret",
-    request_body = EndpointIn, responses((status = 201, body = EndpointOut), (status = 400, body = super::error::ErrorOut)), security(("api_key" = [])))]
+    request_body = EndpointIn, responses((status = 201, body = EndpointOut), (status = 400, body = super::error::ErrorOut),
+        (status = 409, description = "`endpoint_limit`: the account has as many endpoints as it may (--max-endpoints-per-account)", body = super::error::ErrorOut)),
+    security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,

@@ -67,6 +67,7 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
         (status = 400, body = super::error::ErrorOut), (status = 401, body = super::error::ErrorOut),
         (status = 409, description = "`idempotency_conflict`: the id was used for another type or payload", body = super::error::ErrorOut),
         (status = 413, body = super::error::ErrorOut), (status = 415, body = super::error::ErrorOut),
+        (status = 429, description = "Over the account's events per second (--ingest-rate-limit); see Retry-After", body = super::error::ErrorOut),
     ),
     security(("api_key" = [])))]
 pub async fn ingest(

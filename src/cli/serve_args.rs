@@ -40,6 +40,13 @@ pub(super) struct ServeArgs {
     /// Resends allowed per endpoint per minute (API and dashboard together).
     #[arg(long, env = "DAKGHAR_RESENDS_PER_MINUTE", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=1_000_000))]
     resends_per_minute: i64,
+    /// Endpoints one account may have; an event fans out to at most this many.
+    #[arg(long, env = "DAKGHAR_MAX_ENDPOINTS_PER_ACCOUNT", default_value_t = 100, value_parser = clap::value_parser!(i64).range(1..=100_000))]
+    max_endpoints_per_account: i64,
+    /// Events per second one account may send to this node, or `unlimited`;
+    /// over it the API answers 429 with Retry-After.
+    #[arg(long, env = "DAKGHAR_INGEST_RATE_LIMIT", default_value = "1000", value_parser = parse_ingest_rate)]
+    ingest_rate_limit: Limit,
     /// Delete finished deliveries, their attempts and left-over events older
     /// than this (`90d`), or `off` to keep everything.
     #[arg(long, env = "DAKGHAR_RETENTION", default_value = "90d", value_parser = parse_retention)]
@@ -193,6 +200,10 @@ fn parse_rate_limit(raw: &str) -> Result<Limit, String> {
     parse_limit(raw, crate::endpoints::MAX_RATE_LIMIT)
 }
 
+fn parse_ingest_rate(raw: &str) -> Result<Limit, String> {
+    parse_limit(raw, 1_000_000)
+}
+
 fn parse_host_cap(raw: &str) -> Result<Limit, String> {
     parse_limit(raw, 100_000)
 }
@@ -290,6 +301,11 @@ pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
         run_workers: args.role != NodeRole::Api,
         serve_api: args.role != NodeRole::Worker,
         resends_per_minute: args.resends_per_minute,
+        max_endpoints_per_account: args.max_endpoints_per_account,
+        ingest_rate_limit: args
+            .ingest_rate_limit
+            .0
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
         retention: RetentionSettings {
             keep: args.retention.0,
             archive_dir: args.archive_dir,

@@ -23,6 +23,15 @@ pub struct Ingested {
 /// one endpoint whatever its filter (the dashboard's test event).
 pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Ingested> {
     let now = ctx.clock.now();
+    if let Err(wait_ms) = ctx.ingest_rate.spend(&new.account_id, now) {
+        return Err(Error::RateLimited {
+            message: format!(
+                "this account may send {} events per second to this server; try again in a moment",
+                ctx.config.ingest_rate_limit.unwrap_or(0)
+            ),
+            retry_after_s: wait_ms.div_ceil(1000).max(1),
+        });
+    }
     let give_up_at = now.plus(ctx.engine.settings().retry_window);
     let (account_id, id) = (new.account_id.clone(), new.id.clone());
     let (event_type, payload) = (new.event_type.clone(), new.payload.clone());

@@ -105,6 +105,57 @@ impl Store {
         self.opened(ep)
     }
 
+    /// `create_endpoint` unless the account already has `most` endpoints:
+    /// then `None`. Counted and inserted so that concurrent creations
+    /// cannot pass the limit together (SQLite has one writer; Postgres
+    /// locks the account's row first).
+    pub async fn create_endpoint_within(
+        &self,
+        new: NewEndpoint,
+        most: i64,
+        now: Timestamp,
+    ) -> Result<Option<Endpoint>> {
+        let lock = "SELECT id FROM accounts WHERE id = $1 FOR UPDATE";
+        let sql = "INSERT INTO endpoints (id, account_id, url, description, event_types, secret, \
+                   rate_limit_per_sec, max_in_flight, created_at, updated_at, host, \
+                   retry_strategy, retry_statuses) \
+                   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10, $11, $12 \
+                   WHERE (SELECT count(*) FROM endpoints WHERE account_id = $2) < $13 \
+                   RETURNING *";
+        let id = ids::new_id(ids::ENDPOINT);
+        let types = serde_json::to_string(&new.event_types).unwrap_or_else(|_| "[]".into());
+        let sealed = self.secrets_key()?.seal(&id, &new.secret);
+        let postgres = matches!(self.pool, Pool::Postgres(_));
+        let ep = on_pool!(self, |p| {
+            let mut tx = p.begin().await?;
+            if postgres {
+                sqlx::query(lock)
+                    .bind(&new.account_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let ep = sqlx::query_as::<_, Endpoint>(sql)
+                .bind(&id)
+                .bind(&new.account_id)
+                .bind(&new.url)
+                .bind(&new.description)
+                .bind(&types)
+                .bind(&sealed)
+                .bind(new.rate_limit_per_sec)
+                .bind(new.max_in_flight)
+                .bind(now.millis())
+                .bind(receiver_host(&new.url))
+                .bind(&new.retry_strategy)
+                .bind(&new.retry_statuses)
+                .bind(most)
+                .fetch_optional(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(ep)
+        })?;
+        ep.map(|ep| self.opened(ep)).transpose()
+    }
+
     /// An endpoint of this account; another account's id is simply not found.
     pub async fn endpoint(&self, account_id: &str, id: &str) -> Result<Endpoint> {
         let sql = "SELECT * FROM endpoints WHERE account_id = $1 AND id = $2";

@@ -169,6 +169,10 @@ fn bad_flags_unknown_schemes_and_unreachable_databases_fail_in_one_line() {
         ("--retry-strategy", "sometimes", "invalid value"),
         ("--default-rate-limit", "0", "or unlimited"),
         ("--max-in-flight-per-host", "lots", "or unlimited"),
+        ("--ingest-rate-limit", "fast", "or unlimited"),
+        ("--max-endpoints-per-account", "0", "0"),
+        ("--egress-proxy", "ftp://proxy", "http://"),
+        ("--metrics-listen", "nowhere", "invalid"),
     ] {
         let out = dakghar(&db, &["serve", flag, value]);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}");

@@ -40,6 +40,7 @@ fn start_server(url: &str, port: u16) -> Served {
         .args(["--retry-base-delay", "1s", "--retry-max-delay", "2s"])
         // Durability, not pacing: one receiver takes everything at once.
         .args(["--default-rate-limit", "unlimited"])
+        .args(["--ingest-rate-limit", "unlimited"])
         .args(["--max-in-flight-per-host", "unlimited"])
         .env_remove("DATABASE_URL")
         .env("DAKGHAR_DATABASE_URL", url)

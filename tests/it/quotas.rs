@@ -14,6 +14,10 @@ use crate::{
 };
 
 on_both_backends_db!(deleting_an_endpoint_with_many_deliveries_leaves_other_tenants_working);
+on_both_backends!(
+    an_account_has_at_most_its_endpoints_even_when_it_asks_for_more_at_once,
+    over_its_ingest_rate_an_account_gets_429_and_the_others_go_on,
+);
 
 /// `n` events to the endpoint, each with a delivery and two attempts,
 /// written straight into the tables (as the bench seeds its million).
@@ -166,5 +170,125 @@ async fn deleting_an_endpoint_with_many_deliveries_leaves_other_tenants_working(
     assert!(
         slowest < Duration::from_secs(1),
         "another tenant waited {slowest:?} for one event"
+    );
+}
+
+async fn an_account_has_at_most_its_endpoints_even_when_it_asks_for_more_at_once(store: Store) {
+    let mut config = ServeConfig::for_tests();
+    config.max_endpoints_per_account = 3;
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    let asks: Vec<_> = (0..10)
+        .map(|i| {
+            let (http, url, key) = (
+                api.http.clone(),
+                api.app.url("/api/v1/endpoints"),
+                api.key.clone(),
+            );
+            let body = json!({ "url": format!("{}?n={i}", rx.url) });
+            tokio::spawn(async move {
+                let res = http
+                    .post(url)
+                    .bearer_auth(key)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = res.status();
+                (status, res.json::<serde_json::Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let mut created = 0;
+    for ask in asks {
+        let (status, body) = ask.await.unwrap();
+        match status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::CONFLICT => {
+                assert_eq!(body["error"]["code"], "endpoint_limit", "{body}");
+                assert!(body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("3 endpoints"));
+            }
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(created, 3);
+    let (_, list) = api.call(Method::GET, "/api/v1/endpoints", None).await;
+    let list = list["data"].as_array().unwrap().clone();
+    assert_eq!(list.len(), 3);
+    // Another account has its own three; a deletion makes room.
+    let other = Api::key_for(&api.app, "other").await;
+    let (s, _) = api
+        .call_as(
+            &other,
+            Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({ "url": rx.url })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let first = list[0]["id"].as_str().unwrap();
+    let (s, _) = api
+        .call(Method::DELETE, &format!("/api/v1/endpoints/{first}"), None)
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, body) = api
+        .call(
+            Method::POST,
+            "/api/v1/endpoints",
+            Some(json!({ "url": rx.url })),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+}
+
+async fn over_its_ingest_rate_an_account_gets_429_and_the_others_go_on(store: Store) {
+    let mut config = ServeConfig::for_tests();
+    config.ingest_rate_limit = Some(5);
+    let api = Api::with_config(store, config).await;
+    let other = Api::key_for(&api.app, "other").await;
+    let send = |key: String| {
+        let (http, url) = (api.http.clone(), api.app.url("/api/v1/events"));
+        async move {
+            http.post(url)
+                .bearer_auth(key)
+                .json(&json!({ "type": "t", "payload": {} }))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // The test clock stands still: all of these fall in one second.
+    for _ in 0..5 {
+        assert_eq!(send(api.key.clone()).await.status(), StatusCode::ACCEPTED);
+    }
+    let over = send(api.key.clone()).await;
+    assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = over.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=1).contains(&wait), "{wait}");
+    let body: serde_json::Value = over.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("5 events per second"),
+        "{body}"
+    );
+    assert_eq!(
+        send(other.clone()).await.status(),
+        StatusCode::ACCEPTED,
+        "its own budget"
+    );
+    api.app.clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        send(api.key.clone()).await.status(),
+        StatusCode::ACCEPTED,
+        "a new second"
     );
 }
