@@ -357,5 +357,13 @@ pub async fn report(ctx: &Ctx, account_id: &str, id: &str) -> Result<Report> {
 
 /// The endpoint's signing secret, for the customer to copy.
 pub async fn reveal_secret(ctx: &Ctx, account_id: &str, id: &str) -> Result<String> {
-    Ok(get(ctx, account_id, id).await?.secret)
+    let secret = get(ctx, account_id, id).await?.secret;
+    if secret.is_empty() {
+        return Err(Error::Conflict(
+            "the stored signing secret does not open with this installation's secrets key; \
+             rotate it to make a new one"
+                .into(),
+        ));
+    }
+    Ok(secret)
 }

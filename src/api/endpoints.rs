@@ -138,6 +138,11 @@ pub struct EndpointOut {
     throttle_status: Option<i64>,
     /// The throttle in words: "throttled until T (receiver asked, 429)".
     throttle: Option<String>,
+    /// A fault on Dakghar's side (not the receiver's) that keeps this
+    /// endpoint's deliveries from being sent; they wait and try again with
+    /// backoff. Cleared by the next attempt that is made.
+    fault: Option<String>,
+    fault_since: Option<String>,
     created_at: String,
     /// Only when created or rotated: the signing secret, `whsec_…`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -200,6 +205,8 @@ impl EndpointOut {
             throttled_until: throttle.map(|(until, _)| Timestamp(until).to_rfc3339()),
             throttle_status: throttle.and_then(|(_, status)| status),
             throttle: endpoints::throttle_note(&e, now),
+            fault_since: e.fault_at.map(|t| Timestamp(t).to_rfc3339()),
+            fault: e.fault.clone(),
             event_types: e.event_type_filter(),
             secret: with_secret.then_some(e.secret),
             id: e.id,

@@ -106,6 +106,7 @@ pub async fn detail(ctx: &Ctx, viewer: &Viewer, id: &str) -> Result<EndpointDeta
         in_flight_cap: e.adaptive_in_flight(),
         throttled_until: throttle.map(|(until, _)| until),
         throttle_status: throttle.and_then(|(_, status)| status),
+        fault: e.fault.clone().zip(e.fault_at),
         attempts_7d: health.week.attempts,
         delivered_7d: health.week.delivered,
         avg_ms_24h: health.day.avg_ms,

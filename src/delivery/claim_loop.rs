@@ -17,7 +17,8 @@ use super::{
 use crate::store::{Delivery, StoreError};
 
 /// A claimed batch: each delivery with its attempt (none when there is
-/// nothing to send, its endpoint deleted meanwhile).
+/// nothing to send: its endpoint deleted meanwhile, or a fault of ours
+/// already handed it back).
 pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), DeliveryError>>>)>;
 
 impl Engine {
@@ -46,6 +47,17 @@ impl Engine {
         };
         let mut handles = Vec::with_capacity(claimed.len());
         for delivery in claimed {
+            // A fault of ours that holds this delivery alone: it backs off,
+            // the rest of the batch goes on.
+            let broken = inputs
+                .broken_endpoints
+                .get(&delivery.endpoint_id)
+                .or_else(|| inputs.broken_events.get(&delivery.id));
+            if let Some(why) = broken {
+                self.fault_back(&delivery, why).await;
+                handles.push((delivery, None));
+                continue;
+            }
             // Deleting an endpoint deletes its deliveries: nothing to send.
             let (Some(endpoint), Some(event)) = (
                 inputs.endpoints.get(&delivery.endpoint_id).cloned(),
@@ -94,11 +106,35 @@ impl Engine {
                 Err(join) if join.is_cancelled() => continue,
                 Err(join) => join.to_string(),
             };
-            // A fault of ours, not the receiver's: as if never claimed.
-            tracing::error!(target: LOG_TARGET, delivery = %delivery.id, fault = %fault, "worker fault; delivery returned to pending");
-            if let Err(e) = self.store.release_claim(&delivery, self.clock.now()).await {
-                tracing::error!(target: LOG_TARGET, delivery = %delivery.id, error = %e, "could not release claim; the rescuer will");
+            self.fault_back(&delivery, &fault).await;
+        }
+    }
+
+    /// A fault of ours, not the receiver's, kept `delivery` from being sent
+    /// or recorded: no attempt counts, the endpoint page says what is wrong,
+    /// and the delivery waits longer each time in a row (5 s doubling to an
+    /// hour) instead of being claimed again at once, in a loop.
+    async fn fault_back(&self, delivery: &Delivery, fault: &str) {
+        let now = self.clock.now();
+        let streak = match self
+            .store
+            .record_endpoint_fault(&delivery.endpoint_id, fault, now)
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(target: LOG_TARGET, endpoint = %delivery.endpoint_id, error = %e, "could not record the fault on the endpoint");
+                1
             }
+        };
+        let wait = fault_backoff(streak);
+        tracing::error!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %delivery.endpoint_id, fault = %fault, wait_s = wait.as_secs(), "fault on our side; the delivery waits, no attempt counted");
+        if let Err(e) = self
+            .store
+            .postpone_claim(delivery, now.plus(wait), now)
+            .await
+        {
+            tracing::error!(target: LOG_TARGET, delivery = %delivery.id, error = %e, "could not hand the delivery back; the rescuer will when its lease passes");
         }
     }
 
@@ -215,5 +251,27 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// How long a delivery waits after the `streak`-th fault of ours in a row
+/// on its endpoint.
+fn fault_backoff(streak: i64) -> std::time::Duration {
+    let doublings = u32::try_from(streak.max(1) - 1).unwrap_or(u32::MAX).min(10);
+    (std::time::Duration::from_secs(5) * 2u32.pow(doublings))
+        .min(std::time::Duration::from_secs(3600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fault_backoff;
+
+    #[test]
+    fn faults_back_off_from_five_seconds_to_an_hour() {
+        let secs: Vec<u64> = [1, 2, 3, 4, 10, 11, 12, 1000, -3]
+            .iter()
+            .map(|n| fault_backoff(*n).as_secs())
+            .collect();
+        assert_eq!(secs, [5, 10, 20, 40, 2560, 3600, 3600, 3600, 5]);
     }
 }

@@ -25,9 +25,12 @@ pub fn new_secret() -> String {
 
 fn key(secret: &str) -> Result<Vec<u8>, SigningError> {
     let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+    // Empty is what a secret that would not open is shown as: never a key.
     STANDARD
         .decode(encoded)
-        .map_err(|_| SigningError::Malformed)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .ok_or(SigningError::Malformed)
 }
 
 pub fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Result<String, SigningError> {
@@ -92,6 +95,8 @@ mod tests {
             sign("whsec_!!!", "id", 1, b""),
             Err(SigningError::Malformed)
         );
+        assert_eq!(sign("", "id", 1, b""), Err(SigningError::Malformed));
+        assert_eq!(sign("whsec_", "id", 1, b""), Err(SigningError::Malformed));
     }
 
     #[test]

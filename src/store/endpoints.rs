@@ -374,6 +374,20 @@ impl Store {
         Ok(())
     }
 
+    /// A fault of ours kept one of the endpoint's deliveries from being sent:
+    /// `what`, kept for the endpoint page. Returns how many in a row now.
+    pub async fn record_endpoint_fault(&self, id: &str, what: &str, now: Timestamp) -> Result<i64> {
+        let sql = "UPDATE endpoints SET fault = $1, fault_at = COALESCE(fault_at, $2), \
+                   fault_streak = fault_streak + 1 WHERE id = $3 RETURNING fault_streak";
+        Ok(on_writer!(self, |p| sqlx::query_scalar(sql)
+            .bind(what)
+            .bind(now.millis())
+            .bind(id)
+            .fetch_optional(p)
+            .await)?
+        .unwrap_or(0))
+    }
+
     /// A failed attempt, as `failure` says. Returns the endpoint as it now is.
     pub async fn endpoint_failed(
         &self,
@@ -392,6 +406,7 @@ impl Store {
                  transient_streak = CASE WHEN $1 THEN transient_streak + 1 ELSE transient_streak END, \
                  failure_streak = CASE WHEN $2 THEN failure_streak + 1 ELSE failure_streak END, \
                  failing_since = COALESCE(failing_since, $3), updated_at = $3, \
+                 fault = NULL, fault_at = NULL, fault_streak = 0, \
                  adaptive_cap = CASE WHEN {cut} THEN \
                    CASE WHEN {cap} < 2 THEN 1 ELSE ({cap}) / 2 END ELSE adaptive_cap END, \
                  cap_cut_at = CASE WHEN {cut} THEN $3 ELSE cap_cut_at END, \

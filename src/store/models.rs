@@ -269,6 +269,11 @@ pub struct Endpoint {
     pub retry_statuses: Option<String>,
     /// Since when it is paused; `None` while not paused.
     pub paused_at: Option<i64>,
+    /// A fault on our side keeping its deliveries from being sent, since
+    /// `fault_at`, `fault_streak` times in a row; cleared by a success.
+    pub fault: Option<String>,
+    pub fault_at: Option<i64>,
+    pub fault_streak: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -310,6 +315,9 @@ impl Endpoint {
             retry_strategy: None,
             retry_statuses: None,
             paused_at: None,
+            fault: None,
+            fault_at: None,
+            fault_streak: 0,
             created_at: 0,
             updated_at: 0,
         }

@@ -23,6 +23,12 @@ pub struct BatchInputs {
     pub endpoints: HashMap<String, Endpoint>,
     /// By delivery id.
     pub events: HashMap<String, Event>,
+    /// Endpoints that could not be read or opened (a stored secret the
+    /// key does not open, a malformed row), with why: a fault of ours that
+    /// holds only their own deliveries, never the rest of the batch.
+    pub broken_endpoints: HashMap<String, String>,
+    /// Deliveries whose event could not be read, with why.
+    pub broken_events: HashMap<String, String>,
 }
 
 impl Store {
@@ -283,41 +289,104 @@ impl Store {
         let mut endpoint_ids: Vec<&str> = claimed.iter().map(|d| d.endpoint_id.as_str()).collect();
         endpoint_ids.sort_unstable();
         endpoint_ids.dedup();
-        let endpoints_sql = format!(
+        let delivery_ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
+        let mut inputs = BatchInputs::default();
+        // One query each; if a row will not decode, one query per id, so
+        // that row alone is broken.
+        let endpoints: Vec<std::result::Result<Endpoint, (String, String)>> =
+            match self.endpoints_by_id(&endpoint_ids).await {
+                Ok(all) => all.into_iter().map(Ok).collect(),
+                Err(StoreError::Database(e)) if is_decode(&e) => {
+                    let mut each = Vec::with_capacity(endpoint_ids.len());
+                    for id in &endpoint_ids {
+                        each.push(
+                            self.endpoints_by_id(&[id])
+                                .await
+                                .map_err(|e| (id.to_string(), e.to_string())),
+                        );
+                    }
+                    each.into_iter()
+                        .flat_map(|r| match r {
+                            Ok(found) => found.into_iter().map(Ok).collect::<Vec<_>>(),
+                            Err(broken) => vec![Err(broken)],
+                        })
+                        .collect()
+                }
+                Err(e) => return Err(e),
+            };
+        for ep in endpoints {
+            match ep {
+                Ok(ep) => {
+                    let id = ep.id.clone();
+                    match self.opened_to_sign(ep) {
+                        Ok(ep) => {
+                            inputs.endpoints.insert(id, ep);
+                        }
+                        Err(e) => {
+                            inputs.broken_endpoints.insert(id, e.to_string());
+                        }
+                    }
+                }
+                Err((id, why)) => {
+                    inputs.broken_endpoints.insert(id, why);
+                }
+            }
+        }
+        match self.events_of_deliveries(&delivery_ids).await {
+            Ok(all) => inputs.events.extend(all),
+            Err(StoreError::Database(e)) if is_decode(&e) => {
+                for id in &delivery_ids {
+                    match self.events_of_deliveries(&[id]).await {
+                        Ok(found) => inputs.events.extend(found),
+                        Err(e) => {
+                            inputs.broken_events.insert(id.to_string(), e.to_string());
+                        }
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(inputs)
+    }
+
+    /// The endpoints of these ids as stored (secrets still sealed).
+    async fn endpoints_by_id(&self, ids: &[&str]) -> Result<Vec<Endpoint>> {
+        let sql = format!(
             "SELECT * FROM endpoints WHERE id IN ({})",
-            placeholders(1, endpoint_ids.len())
+            placeholders(1, ids.len())
         );
-        let events_sql = format!(
+        Ok(on_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, Endpoint>(&sql);
+            for id in ids {
+                q = q.bind(*id);
+            }
+            q.fetch_all(p).await
+        })?)
+    }
+
+    /// Each of these deliveries' event, by delivery id.
+    async fn events_of_deliveries(&self, ids: &[&str]) -> Result<Vec<(String, Event)>> {
+        let sql = format!(
             "SELECT d.id AS delivery_id, e.* FROM deliveries d \
              JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
              WHERE d.id IN ({})",
-            placeholders(1, claimed.len())
+            placeholders(1, ids.len())
         );
-        let (endpoints, events) = on_pool!(self, |p| {
-            let mut q = sqlx::query_as::<_, Endpoint>(&endpoints_sql);
-            for id in &endpoint_ids {
+        let rows = on_pool!(self, |p| {
+            let mut q = sqlx::query_as::<_, WithDelivery>(&sql);
+            for id in ids {
                 q = q.bind(*id);
             }
-            let endpoints = q.fetch_all(p).await?;
-            let mut q = sqlx::query_as::<_, WithDelivery>(&events_sql);
-            for d in claimed {
-                q = q.bind(&d.id);
-            }
-            let events = q.fetch_all(p).await?;
-            Ok::<_, sqlx::Error>((endpoints, events))
+            q.fetch_all(p).await
         })?;
-        Ok(BatchInputs {
-            endpoints: self
-                .opened_all(endpoints)?
-                .into_iter()
-                .map(|e| (e.id.clone(), e))
-                .collect(),
-            events: events
-                .into_iter()
-                .map(|w| (w.delivery_id, w.event))
-                .collect(),
-        })
+        Ok(rows.into_iter().map(|w| (w.delivery_id, w.event)).collect())
     }
+}
+
+/// A row that would not decode into its type: that row is broken, not the
+/// database.
+fn is_decode(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_))
 }
 
 /// Rows per statement for a change that may reach a whole queue, so the

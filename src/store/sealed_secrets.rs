@@ -19,13 +19,38 @@ impl Store {
         })
     }
 
-    pub(super) fn opened(&self, mut ep: Endpoint) -> Result<Endpoint> {
+    /// The endpoint with its secrets opened, to sign with: the current
+    /// secret must open; a previous one that does not is left out.
+    pub(super) fn opened_to_sign(&self, mut ep: Endpoint) -> Result<Endpoint> {
         let key = self.secrets_key()?;
         ep.secret = key.open(&ep.id, &ep.secret)?;
-        if let Some(previous) = ep.previous_secret.take() {
-            ep.previous_secret = Some(key.open(&ep.id, &previous)?);
-        }
+        ep.previous_secret = ep
+            .previous_secret
+            .take()
+            .and_then(|previous| key.open(&ep.id, &previous).ok());
         Ok(ep)
+    }
+
+    /// The endpoint to show: one whose secret does not open (sealed with
+    /// another key, or altered) is still shown, with an empty secret and
+    /// the reason as its fault, rather than failing every page and call
+    /// that lists it. Nothing signs with an empty secret.
+    pub(super) fn opened(&self, ep: Endpoint) -> Result<Endpoint> {
+        let id = ep.id.clone();
+        let fallback = (ep.fault.clone(), ep.fault_at);
+        match self.opened_to_sign(ep.clone()) {
+            Ok(ep) => Ok(ep),
+            Err(StoreError::Sealing(e)) => {
+                tracing::error!(endpoint = %id, error = %e, "an endpoint secret does not open");
+                let mut ep = ep;
+                ep.secret = String::new();
+                ep.previous_secret = None;
+                ep.fault = fallback.0.or_else(|| Some(e.to_string()));
+                ep.fault_at = fallback.1;
+                Ok(ep)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub(super) fn opened_all(&self, eps: Vec<Endpoint>) -> Result<Vec<Endpoint>> {

@@ -19,6 +19,7 @@ pub(super) const ENDPOINT_SUCCEEDED: &str =
     "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
      last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
      circuit_cooldown_ms = 0, alert_level = 0, alert_expiry_for = NULL, throttle_streak = 0, \
+     fault = NULL, fault_at = NULL, fault_streak = 0, \
      success_run = CASE WHEN adaptive_cap IS NULL THEN 0 \
        WHEN cap_cut_at >= $4 THEN success_run \
        WHEN success_run + $3 >= adaptive_cap THEN 0 ELSE success_run + $3 END, \

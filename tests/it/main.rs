@@ -21,6 +21,7 @@ mod egress_proxy;
 mod engine;
 mod faults;
 mod hostile_receivers;
+mod internal_faults;
 mod layers;
 mod login;
 mod metrics;

@@ -156,7 +156,7 @@ async fn deleting_an_endpoint_with_many_deliveries_leaves_other_tenants_working(
         let sql = format!(
             "SELECT CAST(count(*) AS TEXT) FROM {table} WHERE {}",
             if table == "attempts" {
-                format!("delivery_id LIKE 'dlv_big_%'")
+                "delivery_id LIKE 'dlv_big_%'".to_string()
             } else {
                 format!("endpoint_id = '{big_id}'")
             }
