@@ -110,5 +110,9 @@ async fn plaintext_secrets_are_sealed_at_start_up_and_a_wrong_key_is_refused(db:
     let err = wrong.seal_stored_secrets().await.unwrap_err();
     assert!(matches!(err, StoreError::Sealing(_)), "{err}");
     assert!(err.to_string().contains("does not open"), "{err}");
-    assert!(wrong.endpoint_by_id(&ep.id).await.is_err());
+    // Shown (alerts name it), never with a secret, and saying why.
+    let shown = wrong.endpoint_by_id(&ep.id).await.unwrap();
+    assert_eq!(shown.secret, "");
+    assert_eq!(shown.previous_secret, None);
+    assert!(shown.fault.unwrap_or_default().contains("does not open"));
 }
