@@ -86,6 +86,8 @@ pub struct EndpointDetail {
     /// the status that asked.
     pub throttled_until: Option<i64>,
     pub throttle_status: Option<i64>,
+    /// A fault on Dakghar's side holding the deliveries: what, and since.
+    pub fault: Option<(String, i64)>,
     pub attempts_7d: i64,
     pub delivered_7d: i64,
     pub avg_ms_24h: Option<i64>,

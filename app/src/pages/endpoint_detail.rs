@@ -159,6 +159,13 @@ fn EndpointView(d: EndpointDetail, actions: Actions) -> impl IntoView {
                 <ConditionBadge condition=s.condition.clone() />
             </div>
         </div>
+        {d.fault.clone().map(|(what, since)| view! {
+            <p class="notice error" role="alert" data-testid="endpoint-fault">
+                "Dakghar cannot send to this endpoint since " <Time ms=since /> ": " {what} ". "
+                "This is a fault on our side, not your receiver's: its deliveries wait, without counting an attempt, "
+                "and are tried again with a growing pause. Your operator sees it in the logs."
+            </p>
+        })}
         {d.throttled_until.map(|until| {
             let asked = d.throttle_status.map_or_else(String::new, |s| format!(", {s}"));
             view! {
