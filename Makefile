@@ -63,10 +63,17 @@ bench:
 	cargo bench --bench dakghar
 
 # The property tests of the parsers that take outside input (Retry-After,
-# endpoint URLs, the ingest body), with far more cases than `make test` runs.
+# endpoint URLs, the ingest body), with far more cases than `make test` runs;
+# then schemathesis (PyPI, in .tools/venv) against the API's own OpenAPI
+# document on a running server (tests/fuzz/api.sh).
 FUZZ_CASES ?= 200000
+SCHEMATHESIS_VERSION = 4.32.5
 fuzz:
 	PROPTEST_CASES=$(FUZZ_CASES) cargo test -p dakghar --lib --release fuzz_
+	@$(TOOLS)/venv/bin/st --version 2>/dev/null | grep -q ' $(SCHEMATHESIS_VERSION)$$' \
+	  || (python3 -m venv $(TOOLS)/venv && $(TOOLS)/venv/bin/pip install --quiet schemathesis==$(SCHEMATHESIS_VERSION))
+	cargo build -p dakghar --bin dakghar
+	tests/fuzz/api.sh target/debug/dakghar
 
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown

@@ -57,8 +57,10 @@ pub async fn named(store: &Store, name: &str) -> Result<Account> {
 
 /// Emails are compared in lower case, without outer spaces.
 pub fn normalize_email(email: &str) -> Result<String> {
+    // Counted as typed, as the API's schema counts it.
+    let short = email.chars().count() <= 254;
     let email = email.trim().to_lowercase();
-    let valid = email.len() <= 254
+    let valid = short
         && email
             .split_once('@')
             .is_some_and(|(local, domain)| !local.is_empty() && !domain.is_empty())

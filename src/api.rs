@@ -8,7 +8,9 @@ pub(crate) mod endpoints;
 pub mod error;
 pub mod events;
 mod ingest_body;
+mod json_body;
 pub mod openapi;
+mod schemas;
 
 use std::sync::LazyLock;
 
@@ -66,15 +68,28 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
         let mut doc = routes().split_for_parts().1;
         openapi::name_operations(&mut doc, FOR_ACCOUNT);
+        openapi::document_failures(&mut doc);
+        openapi::link_operations(&mut doc);
         doc
     });
     &DOCUMENT
+}
+
+/// The document as served. utoipa 5.5 writes a link's `operationId` in
+/// snake case (`operation_id`), which no client reads: renamed here.
+pub fn document_json() -> &'static serde_json::Value {
+    static JSON: LazyLock<serde_json::Value> = LazyLock::new(|| {
+        let mut doc = serde_json::to_value(document()).unwrap_or_default();
+        openapi::spell_links(&mut doc);
+        doc
+    });
+    &JSON
 }
 
 pub fn router() -> Router<AppState> {
     let (router, _) = routes().split_for_parts();
     router.route(
         "/api/openapi.json",
-        get(|| async { axum::Json(document().clone()) }),
+        get(|| async { axum::Json(document_json().clone()) }),
     )
 }

@@ -15,8 +15,10 @@ pub const MAX_PAGE: i64 = 100;
 
 /// Names are what people read; external ids what programs match on.
 fn check_name(name: &str) -> Result<String> {
+    // Counted as sent, as the API's schema counts it; stored trimmed.
+    let long = name.chars().count() > 200;
     let name = name.trim();
-    if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
+    if name.is_empty() || long || name.chars().any(char::is_control) {
         return Err(Error::invalid(
             "invalid_name",
             "name must be 1 to 200 characters, none of them control characters",

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     caller::{Caller, Platform},
     error::{ApiError, ApiResult},
+    json_body::JsonBody,
 };
 use crate::{
     accounts::{platform, portal, team},
@@ -25,19 +26,37 @@ use crate::{
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountIn {
-    /// What people read; unique per installation.
+    /// What people read; unique per installation. No control characters,
+    /// and something besides spaces (kept trimmed).
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$",
+        example = "Customer 42"
+    )]
     name: String,
     /// The platform's own id for the customer; unique per installation.
+    /// Printable ASCII without spaces or `/`, not starting `acc_` (the
+    /// start of Dakghar's own account ids).
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = r"^([!-.0-`b-~][!-.0-~]*|a([!-.0-bd-~][!-.0-~]*)?|ac([!-.0-bd-~][!-.0-~]*)?|acc([!-.0-^`-~][!-.0-~]*)?)$",
+        example = "cus_42"
+    )]
     external_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountPatchIn {
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     name: Option<String>,
     /// null clears it; absent leaves it as it is.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 255, pattern = r"^([!-.0-`b-~][!-.0-~]*|a([!-.0-bd-~][!-.0-~]*)?|ac([!-.0-bd-~][!-.0-~]*)?|acc([!-.0-^`-~][!-.0-~]*)?)$")]
     external_id: Option<Option<String>>,
 }
 
@@ -86,11 +105,6 @@ pub struct AccountDeletedOut {
     deleted: DeletedCountsOut,
 }
 
-fn body<T>(body: Result<Json<T>, axum::extract::rejection::JsonRejection>) -> ApiResult<T> {
-    body.map(|Json(v)| v)
-        .map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))
-}
-
 #[utoipa::path(post, path = "/api/v1/accounts", tag = "accounts",
     summary = "Onboard a customer: a new account",
     request_body = AccountIn,
@@ -100,9 +114,8 @@ fn body<T>(body: Result<Json<T>, axum::extract::rejection::JsonRejection>) -> Ap
 pub async fn create(
     State(state): State<AppState>,
     _platform: Platform,
-    input: Result<Json<AccountIn>, axum::extract::rejection::JsonRejection>,
+    JsonBody(input): JsonBody<AccountIn>,
 ) -> ApiResult<(StatusCode, Json<AccountOut>)> {
-    let input = body(input)?;
     let ctx = &state.ctx;
     let account = platform::create_account(
         &ctx.store,
@@ -116,7 +129,8 @@ pub async fn create(
 
 #[utoipa::path(get, path = "/api/v1/accounts", tag = "accounts",
     summary = "List accounts, oldest first",
-    params(("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100, default 25")),
+    params(("cursor" = Option<String>, Query, description = "`next_cursor` of the page before", pattern = r"^[+-]?0*[0-9]{1,18}\..*$"),
+        ("limit" = Option<i64>, Query, description = "1 to 100, default 25", minimum = 1, maximum = 100)),
     responses((status = 200, body = AccountListOut), (status = 400, body = super::error::ErrorOut), (status = 403, body = super::error::ErrorOut)),
     security(("api_key" = [])))]
 pub async fn list(
@@ -125,7 +139,7 @@ pub async fn list(
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<AccountListOut>> {
     let bad = |code, m: &str| ApiError::bad_request(code, m);
-    let limit = match q.get("limit").map(|l| l.trim()) {
+    let limit = match q.get("limit") {
         Some(l) => l
             .parse::<i64>()
             .ok()
@@ -167,9 +181,8 @@ pub async fn get_one(State(state): State<AppState>, caller: Caller) -> ApiResult
 pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
-    input: Result<Json<AccountPatchIn>, axum::extract::rejection::JsonRejection>,
+    JsonBody(input): JsonBody<AccountPatchIn>,
 ) -> ApiResult<Json<AccountOut>> {
-    let input = body(input)?;
     let account = platform::update_account(
         &state.ctx.store,
         &caller.account_id,
@@ -205,9 +218,33 @@ pub async fn delete(
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InviteIn {
+    #[schema(
+        max_length = 254,
+        pattern = r"^[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*[^@\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+@[^\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+[\t-\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$",
+        example = "dev@customer.example"
+    )]
     email: String,
-    /// `owner`, `developer` or `viewer`.
+    #[schema(value_type = RoleIn)]
     role: String,
+}
+
+/// What a member may do (see the README's roles).
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: the value arrives as text and is checked
+enum RoleIn {
+    Owner,
+    Developer,
+    Viewer,
+}
+
+/// What a portal session may do.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only, as `RoleIn`
+enum PortalRoleIn {
+    Developer,
+    Viewer,
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -223,7 +260,7 @@ pub struct InvitationOut {
 }
 
 fn role(raw: &str) -> ApiResult<AccountRole> {
-    AccountRole::parse(raw.trim()).ok_or_else(|| {
+    AccountRole::parse(raw).ok_or_else(|| {
         ApiError::bad_request("invalid_role", "role must be owner, developer or viewer")
     })
 }
@@ -238,9 +275,8 @@ fn role(raw: &str) -> ApiResult<AccountRole> {
 pub async fn invite(
     State(state): State<AppState>,
     caller: Caller,
-    input: Result<Json<InviteIn>, axum::extract::rejection::JsonRejection>,
+    JsonBody(input): JsonBody<InviteIn>,
 ) -> ApiResult<(StatusCode, Json<InvitationOut>)> {
-    let input = body(input)?;
     let role = role(&input.role)?;
     let invited = team::invite(
         &state.ctx,
@@ -266,6 +302,7 @@ pub async fn invite(
 #[serde(deny_unknown_fields)]
 pub struct PortalSessionIn {
     /// `developer` (the default) or `viewer`.
+    #[schema(value_type = Option<PortalRoleIn>)]
     role: Option<String>,
     /// How long the link and the session it opens last, e.g. "1h" (the
     /// default); 1 minute to 7 days.
@@ -284,7 +321,7 @@ pub struct PortalSessionOut {
 #[utoipa::path(post, path = "/api/v1/accounts/{account}/portal-sessions", tag = "accounts",
     summary = "A single-use link that opens this customer's dashboard",
     params(("account" = String, Path, description = "The account's id or external_id")),
-    request_body = PortalSessionIn,
+    request_body = Option<PortalSessionIn>,
     responses((status = 201, body = PortalSessionOut), (status = 400, body = super::error::ErrorOut), (status = 404, body = super::error::ErrorOut)),
     security(("api_key" = [])))]
 pub async fn portal_session(
@@ -293,12 +330,7 @@ pub async fn portal_session(
     raw: axum::body::Bytes,
 ) -> ApiResult<(StatusCode, Json<PortalSessionOut>)> {
     // Every field has a default, so an empty body asks for them all.
-    let input: PortalSessionIn = if raw.iter().all(u8::is_ascii_whitespace) {
-        PortalSessionIn::default()
-    } else {
-        serde_json::from_slice(&raw)
-            .map_err(|e| ApiError::bad_request("invalid_body", format!("body is not valid: {e}")))?
-    };
+    let input: PortalSessionIn = super::json_body::optional(&raw)?.unwrap_or_default();
     let role = match input.role.as_deref() {
         Some(r) => role(r)?,
         None => AccountRole::Developer,

@@ -68,6 +68,7 @@ impl FromRequestParts<AppState> for Admin {
 pub struct CriteriaIn {
     /// Any of `failed`, `expired` and `pending` (waiting deliveries get a
     /// fresh retry window: a paused backlog that would otherwise expire).
+    #[schema(value_type = Vec<ReplayStateIn>)]
     states: Vec<String>,
     /// Deliveries created at or after this RFC 3339 time.
     since: Option<String>,
@@ -77,6 +78,16 @@ pub struct CriteriaIn {
     #[serde(rename = "type")]
     #[schema(rename = "type")]
     event_type: Option<String>,
+}
+
+/// A state a replay takes deliveries from.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: the value arrives as text and is checked
+enum ReplayStateIn {
+    Failed,
+    Expired,
+    Pending,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -183,9 +194,8 @@ fn criteria(c: CriteriaIn) -> ApiResult<ReplayCriteria> {
 pub async fn create(
     State(state): State<AppState>,
     admin: Admin,
-    body: Result<Json<ReplayIn>, axum::extract::rejection::JsonRejection>,
+    super::json_body::JsonBody(input): super::json_body::JsonBody<ReplayIn>,
 ) -> ApiResult<axum::response::Response> {
-    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let window = match input.window.as_deref() {
         Some(w) => humantime::parse_duration(w).map_err(|_| {
             ApiError::bad_request(

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     caller::{Caller, PathId},
     error::{ApiError, ApiResult},
+    json_body::{integral, JsonBody},
 };
 use crate::{
     clock::Timestamp,
@@ -15,6 +16,16 @@ use crate::{
 };
 
 /// Starts per second, or `"unlimited"`.
+/// How waits grow between retries.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)] // a schema only: the value arrives as text and is checked
+enum RetryStrategyIn {
+    Exponential,
+    Linear,
+    Fixed,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum RateLimit {
@@ -57,16 +68,29 @@ impl RateLimit {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointIn {
+    /// An http or https URL with a host and no user name or password; its
+    /// host must not be an internal address (the SSRF guard) or look like
+    /// another name, which no schema can say.
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        example = "https://hooks.example.com/in"
+    )]
     url: String,
     #[serde(default)]
     description: String,
     #[serde(default)]
+    #[schema(value_type = super::schemas::EventTypeFilter)]
     event_types: Vec<String>,
     /// Starts per second, or `"unlimited"`; absent or null: the
     /// installation's default (`--default-rate-limit`).
+    #[schema(value_type = Option<super::schemas::RateLimitSchema>)]
     rate_limit_per_sec: Option<RateLimit>,
+    #[serde(default, deserialize_with = "integral")]
+    #[schema(minimum = 1, maximum = 1000)]
     max_in_flight: Option<i64>,
     /// `exponential`, `linear` or `fixed`; absent: the installation's.
+    #[schema(value_type = Option<RetryStrategyIn>)]
     retry_strategy: Option<String>,
     /// The statuses to retry, codes, ranges and classes (`408,429,5xx`);
     /// any other non-2xx fails at once. Absent: the installation's.
@@ -76,18 +100,26 @@ pub struct EndpointIn {
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointPatchIn {
+    #[schema(
+        min_length = 1,
+        max_length = 2048,
+        example = "https://hooks.example.com/in"
+    )]
     url: Option<String>,
     description: Option<String>,
+    #[schema(value_type = Option<super::schemas::EventTypeFilter>)]
     event_types: Option<Vec<String>>,
     /// A number, `"unlimited"`, or null for the installation's default;
     /// absent leaves it as it is.
     #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Option<RateLimit>)]
+    #[schema(value_type = Option<super::schemas::RateLimitSchema>)]
     rate_limit_per_sec: Option<Option<RateLimit>>,
+    #[serde(default, deserialize_with = "integral")]
+    #[schema(minimum = 1, maximum = 1000)]
     max_in_flight: Option<i64>,
     /// null follows the installation's policy again; absent leaves it.
     #[serde(default, deserialize_with = "present_text")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<RetryStrategyIn>)]
     retry_strategy: Option<Option<String>>,
     #[serde(default, deserialize_with = "present_text")]
     #[schema(value_type = Option<String>)]
@@ -230,9 +262,8 @@ impl EndpointOut {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    body: Result<Json<EndpointIn>, axum::extract::rejection::JsonRejection>,
+    JsonBody(input): JsonBody<EndpointIn>,
 ) -> ApiResult<(StatusCode, Json<EndpointOut>)> {
-    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let input = EndpointInput {
         url: input.url,
         description: input.description,
@@ -284,9 +315,8 @@ pub async fn patch(
     State(state): State<AppState>,
     caller: Caller,
     PathId(id): PathId,
-    body: Result<Json<EndpointPatchIn>, axum::extract::rejection::JsonRejection>,
+    JsonBody(input): JsonBody<EndpointPatchIn>,
 ) -> ApiResult<Json<EndpointOut>> {
-    let Json(input) = body.map_err(|e| ApiError::bad_request("invalid_body", e.body_text()))?;
     let change = EndpointChange {
         url: input.url,
         description: input.description,
@@ -423,6 +453,7 @@ pub async fn queue(
 pub struct DiscardIn {
     /// The count the preview showed; if the queue holds another number
     /// now, nothing is discarded (409 queue_changed).
+    #[serde(default, deserialize_with = "integral")]
     expected: Option<i64>,
 }
 
@@ -433,7 +464,7 @@ pub struct DiscardOut {
 
 #[utoipa::path(post, path = "/endpoints/{id}/queue/discard", tag = "endpoints",
     summary = "Discard a paused endpoint's queued deliveries (they expire, and can still be resent or replayed)",
-    params(("id" = String, Path)), request_body = DiscardIn,
+    params(("id" = String, Path)), request_body = Option<DiscardIn>,
     responses((status = 200, body = DiscardOut), (status = 404, body = super::error::ErrorOut),
         (status = 409, description = "The endpoint is not paused, or the queue changed since the preview (`queue_changed`)", body = super::error::ErrorOut)),
     security(("api_key" = [])))]
@@ -441,9 +472,10 @@ pub async fn discard_queue(
     State(state): State<AppState>,
     caller: Caller,
     PathId(id): PathId,
-    body: Option<Json<DiscardIn>>,
+    body: axum::body::Bytes,
 ) -> ApiResult<Json<DiscardOut>> {
-    let expected = body.and_then(|Json(b)| b.expected);
+    // The body is optional: none, or `{expected}` as JSON.
+    let expected = super::json_body::optional::<DiscardIn>(&body)?.and_then(|b| b.expected);
     let discarded = endpoints::discard_queue(&state.ctx, &caller.account_id, &id, expected).await?;
     Ok(Json(DiscardOut { discarded }))
 }

@@ -60,7 +60,8 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
 /// stored payload is byte for byte what the producer sent.
 #[utoipa::path(post, path = "/events", tag = "events",
     summary = "Send an event: fanned out to every subscribed endpoint",
-    params(("Idempotency-Key" = Option<String>, Header, description = "Used as the event id when the body has none")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "Used as the event id when the body has none",
+        max_length = 255, pattern = r"^[!-~]([ -~]*[!-~])?$")),
     request_body = EventIn,
     responses(
         (status = 202, description = "Accepted (or the first result of the same id again)", body = IngestOut),
@@ -193,7 +194,8 @@ pub struct EventDetailOut {
     #[serde(rename = "type")]
     #[schema(rename = "type")]
     event_type: String,
-    #[schema(value_type = Object)]
+    /// Exactly as sent: any JSON value.
+    #[schema(value_type = serde_json::Value)]
     payload: Box<RawValue>,
     created_at: String,
     deliveries: Vec<DeliveryOut>,
@@ -202,11 +204,15 @@ pub struct EventDetailOut {
 #[utoipa::path(get, path = "/events", tag = "events",
     summary = "List events, newest first",
     params(
-        ("state" = Option<String>, Query, description = "pending, in_flight, delivered, failed or expired"),
+        ("state" = Option<String>, Query, description = "pending, in_flight, delivered, failed or expired",
+            pattern = r"^(pending|in_flight|delivered|failed|expired)?$"),
         ("type" = Option<String>, Query), ("endpoint" = Option<String>, Query),
-        ("status" = Option<String>, Query, description = "a delivery's last answer: a status (404), a class (4xx, 5xx) or timeout"),
-        ("since" = Option<String>, Query, description = "RFC 3339"), ("until" = Option<String>, Query, description = "RFC 3339"),
-        ("cursor" = Option<String>, Query), ("limit" = Option<i64>, Query, description = "1 to 100, default 25"),
+        ("status" = Option<String>, Query, description = "a delivery's last answer: a status (404), a class (4xx, 5xx) or timeout",
+            pattern = r"^([Tt][Ii][Mm][Ee][Oo][Uu][Tt]|[1-5][Xx][Xx]|[1-5][0-9][0-9])?$"),
+        ("since" = Option<String>, Query, description = "RFC 3339", format = DateTime),
+        ("until" = Option<String>, Query, description = "RFC 3339", format = DateTime),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the page before", pattern = r"^([+-]?0*[0-9]{1,18}\..*)?$"),
+        ("limit" = Option<i64>, Query, description = "1 to 100, default 25", minimum = 1, maximum = 100),
     ),
     responses((status = 200, body = EventListOut), (status = 400, body = super::error::ErrorOut)),
     security(("api_key" = [])))]
@@ -215,7 +221,10 @@ pub async fn list(
     caller: Caller,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<EventListOut>> {
-    let get = |k: &str| q.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    // Taken as sent, as the document describes them: an empty filter is
+    // no filter; an empty number or time is a mistake.
+    let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let given = |k: &str| q.get(k).map(String::as_str);
     let state_filter = match get("state") {
         Some(s) if DeliveryState::parse(s).is_none() => {
             return Err(bad(
@@ -225,7 +234,7 @@ pub async fn list(
         }
         s => s.map(str::to_string),
     };
-    let limit = match get("limit") {
+    let limit = match given("limit") {
         Some(l) => l
             .parse::<i64>()
             .ok()
@@ -243,13 +252,19 @@ pub async fn list(
         state: state_filter,
         event_type: get("type").map(str::to_string),
         endpoint_id: get("endpoint").map(str::to_string),
-        since: get("since").map(|v| parse_time("since", v)).transpose()?,
-        until: get("until").map(|v| parse_time("until", v)).transpose()?,
+        since: given("since").map(|v| parse_time("since", v)).transpose()?,
+        until: given("until").map(|v| parse_time("until", v)).transpose()?,
         after: cursor,
         before: None,
         id: None,
         answer: get("status")
-            .map(events::parse_answer)
+            .map(|s| {
+                if s.trim() == s {
+                    events::parse_answer(s)
+                } else {
+                    Err(format!("status {s:?} has spaces around it"))
+                }
+            })
             .transpose()
             .map_err(|e| bad("invalid_query", e))?,
     };

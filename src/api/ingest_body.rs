@@ -15,14 +15,24 @@ const MAX_ID_CHARS: usize = 255;
 #[derive(Deserialize, utoipa::ToSchema)]
 #[schema(as = EventIn)]
 pub(super) struct EventIn<'a> {
-    /// Your id for the event; repeated ids are idempotent. Generated if absent.
+    /// Your id for the event; repeated ids are idempotent. Generated if
+    /// absent. It travels as the `webhook-id` header: printable ASCII, not
+    /// starting or ending with a space.
+    #[schema(
+        max_length = 255,
+        pattern = r"^[!-~]([ -~]*[!-~])?$",
+        example = "evt_1"
+    )]
     id: Option<String>,
+    /// No control characters, and something besides spaces (kept trimmed).
     #[serde(rename = "type")]
-    #[schema(rename = "type")]
+    #[schema(rename = "type", required = true, value_type = String, max_length = 255,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$", example = "invoice.paid")]
     event_type: Option<String>,
-    /// `null` is a payload like any other; only a missing one is refused.
+    /// Any JSON value, `null` too; only a missing one is refused. Stored
+    /// and sent byte for byte; at most 256 KiB.
     #[serde(borrow, default, deserialize_with = "present")]
-    #[schema(value_type = Object)]
+    #[schema(required = true, value_type = serde_json::Value, example = json!({"amount": 42}))]
     payload: Option<&'a RawValue>,
 }
 
@@ -59,12 +69,14 @@ pub fn read_event(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, ApiError
     }
     let input: EventIn = serde_json::from_slice(body)
         .map_err(|e| bad("invalid_json", format!("body is not valid JSON: {e}")))?;
-    let event_type = input
+    let raw_type = input
         .event_type
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
         .ok_or_else(|| bad("missing_type", "\"type\" is required"))?;
-    if event_type.len() > 255 || event_type.chars().any(char::is_control) {
+    let event_type = raw_type.trim().to_string();
+    if event_type.is_empty() {
+        return Err(bad("missing_type", "\"type\" must not be blank"));
+    }
+    if raw_type.chars().count() > 255 || event_type.chars().any(char::is_control) {
         return Err(bad(
             "invalid_type",
             "\"type\" must be at most 255 characters, none of them control characters",
@@ -82,15 +94,26 @@ pub fn read_event(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, ApiError
             .map_err(|_| bad("invalid_id", "Idempotency-Key must be printable text"))
     });
     let header_key = header_key.transpose()?;
+    // A key sent must be a valid id even where the body's id wins.
+    if let Some(key) = &header_key {
+        check_id(key)?;
+    }
+    // The body's id is the event's; the header stands in for a missing one.
     let id = match (input.id, header_key) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(bad("conflicting_id", "\"id\" and Idempotency-Key differ"))
-        }
         (Some(id), _) | (None, Some(id)) => id,
         (None, None) => ids::new_id(ids::EVENT),
     };
-    // It travels as the webhook-id header, which carries printable ASCII;
-    // receivers may trim a value's outer spaces, breaking the signature.
+    check_id(&id)?;
+    Ok(Incoming {
+        id,
+        event_type,
+        payload: payload.get().as_bytes().to_vec(),
+    })
+}
+
+/// An event id travels as the webhook-id header, which carries printable
+/// ASCII; receivers may trim a value's outer spaces, breaking the signature.
+fn check_id(id: &str) -> Result<(), ApiError> {
     let printable = id.bytes().all(|b| (b' '..=b'~').contains(&b));
     if id.is_empty() || id.len() > MAX_ID_CHARS || !printable || id.trim() != id {
         return Err(bad(
@@ -100,11 +123,7 @@ pub fn read_event(headers: &HeaderMap, body: &[u8]) -> Result<Incoming, ApiError
             ),
         ));
     }
-    Ok(Incoming {
-        id,
-        event_type,
-        payload: payload.get().as_bytes().to_vec(),
-    })
+    Ok(())
 }
 
 pub(super) fn too_large() -> ApiError {

@@ -119,3 +119,188 @@ pub fn operations() -> Vec<(String, String, String)> {
     }
     out
 }
+
+/// Every operation's mutable handle, whatever its method.
+fn operations_mut(
+    item: &mut utoipa::openapi::path::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> + '_ {
+    [
+        &mut item.get,
+        &mut item.post,
+        &mut item.patch,
+        &mut item.delete,
+        &mut item.put,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// The answers every operation can give whatever it does, written once:
+/// 401 (no key, or one that is unknown or revoked) and 403 (the wrong kind
+/// of key: a platform or admin one is needed) on every operation, 404 where
+/// the path names something, 400 where there is a body or a query to read,
+/// and 415 where the body must be JSON.
+pub fn document_failures(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{Content, Ref, ResponseBuilder};
+    let error = || Content::new(Some(Ref::from_schema_name("ErrorOut")));
+    let components = doc.components.get_or_insert_with(Default::default);
+    for (name, description) in [
+        (
+            "Unauthorized",
+            "No API key, or one that is unknown or revoked",
+        ),
+        (
+            "Forbidden",
+            "This key may not do this: it needs a platform key, an admin key, or another role",
+        ),
+        (
+            "NotFound",
+            "Nothing of that id here (another account's ids answer the same)",
+        ),
+        (
+            "BadRequest",
+            "The request could not be read: the error says which field and why",
+        ),
+        (
+            "UnsupportedMediaType",
+            "The body must be JSON (`content-type: application/json`)",
+        ),
+    ] {
+        components.responses.insert(
+            name.to_string(),
+            ResponseBuilder::new()
+                .description(description)
+                .content("application/json", error())
+                .build()
+                .into(),
+        );
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let names_something = path.contains('{');
+        for op in operations_mut(item) {
+            let has_query = op.parameters.as_ref().is_some_and(|ps| {
+                ps.iter()
+                    .any(|p| p.parameter_in == utoipa::openapi::path::ParameterIn::Query)
+            });
+            let has_body = op.request_body.is_some();
+            let mut add = |status: &str, name: &str| {
+                op.responses
+                    .responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| Ref::from_response_name(name).into());
+            };
+            add("401", "Unauthorized");
+            add("403", "Forbidden");
+            if names_something {
+                add("404", "NotFound");
+            }
+            if has_body || has_query {
+                add("400", "BadRequest");
+            }
+            if has_body {
+                add("415", "UnsupportedMediaType");
+            }
+        }
+    }
+}
+
+/// Links from each operation that creates something to the operations on
+/// what it created, so a client (and a stateful fuzzer) can follow them:
+/// `POST …/endpoints` → every `…/endpoints/{id}…` with the new id, the
+/// account's own `{account}` carried along; `POST …/events` → the event
+/// and its first delivery's resend.
+pub fn link_operations(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{link::Link, RefOr};
+    let targets: Vec<(String, String)> = doc
+        .paths
+        .paths
+        .iter()
+        .flat_map(|(path, item)| {
+            [&item.get, &item.post, &item.patch, &item.delete, &item.put]
+                .into_iter()
+                .flatten()
+                .filter_map(|op| op.operation_id.clone())
+                .map(move |id| (path.clone(), id))
+        })
+        .collect();
+    let params_of = |path: &str| -> Vec<String> {
+        path.split('{')
+            .skip(1)
+            .filter_map(|rest| rest.split_once('}').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let Some(post) = item.post.as_mut() else {
+            continue;
+        };
+        let Some((_, RefOr::T(created))) = post
+            .responses
+            .responses
+            .iter_mut()
+            .find(|(status, _)| status.starts_with('2'))
+        else {
+            continue;
+        };
+        let own = params_of(path);
+        for (target, op_id) in &targets {
+            // What this operation made: its collection's path and one more
+            // parameter; or, from an event, its deliveries.
+            let (new_param, from) = match target.strip_prefix(&format!("{path}/{{")) {
+                Some(rest) => match rest.split_once('}') {
+                    Some((name, _)) => (name.to_string(), "$response.body#/id".to_string()),
+                    None => continue,
+                },
+                None => {
+                    let deliveries = path
+                        .strip_suffix("/events")
+                        .map(|base| format!("{base}/deliveries/{{id}}/resend"));
+                    if deliveries.as_deref() != Some(target.as_str()) {
+                        continue;
+                    }
+                    (
+                        "id".to_string(),
+                        "$response.body#/deliveries/0/id".to_string(),
+                    )
+                }
+            };
+            let mut link = Link::builder().operation_id(op_id.clone());
+            for p in params_of(target) {
+                if p == new_param {
+                    link = link.parameter(p, from.clone());
+                } else if own.contains(&p) {
+                    link = link.parameter(p.clone(), format!("$request.path.{p}"));
+                }
+            }
+            created.links.insert(op_id.clone(), link.build().into());
+        }
+    }
+}
+
+/// Renames every link's `operation_id` / `operation_ref` to the spec's
+/// `operationId` / `operationRef`.
+pub fn spell_links(doc: &mut serde_json::Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    let links = paths
+        .values_mut()
+        .filter_map(|item| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|op| op.get_mut("responses").and_then(|r| r.as_object_mut()))
+        .flat_map(|responses| responses.values_mut())
+        .filter_map(|response| response.get_mut("links").and_then(|l| l.as_object_mut()))
+        .flat_map(|links| links.values_mut())
+        .filter_map(|link| link.as_object_mut());
+    for link in links {
+        for (from, to) in [
+            ("operation_id", "operationId"),
+            ("operation_ref", "operationRef"),
+        ] {
+            if let Some(v) = link.remove(from) {
+                if v.as_str().is_some_and(|s| !s.is_empty()) {
+                    link.insert(to.to_string(), v);
+                }
+            }
+        }
+    }
+}

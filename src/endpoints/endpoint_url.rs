@@ -8,12 +8,13 @@ pub const MAX_URL_CHARS: usize = 2048;
 
 impl EndpointUrl {
     pub fn parse(raw: &str) -> Result<Self, String> {
+        // Counted as sent, as the API's schema counts it.
+        if raw.chars().count() > MAX_URL_CHARS {
+            return Err(format!("url is longer than {MAX_URL_CHARS} characters"));
+        }
         let raw = raw.trim();
         if raw.is_empty() {
             return Err("url is required".into());
-        }
-        if raw.chars().count() > MAX_URL_CHARS {
-            return Err(format!("url is longer than {MAX_URL_CHARS} characters"));
         }
         let url = url::Url::parse(raw).map_err(|e| format!("url is not a valid URL: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {

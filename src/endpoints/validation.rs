@@ -18,7 +18,10 @@ pub fn check_types(types: &[String]) -> Result<()> {
             format!("at most {MAX_EVENT_TYPES} event types"),
         ));
     }
-    if types.iter().any(|t| t.trim().is_empty() || t.len() > 255) {
+    if types
+        .iter()
+        .any(|t| t.trim().is_empty() || t.chars().count() > 255)
+    {
         return Err(Error::invalid(
             "invalid_event_types",
             "event types must be 1 to 255 characters",
@@ -57,7 +60,7 @@ pub fn checked_retry_policy(
 ) -> Result<(Option<String>, Option<String>)> {
     let strategy = strategy
         .map(|s| {
-            Strategy::parse(s.trim())
+            Strategy::parse(s)
                 .map(|s| s.as_str().to_string())
                 .ok_or_else(|| {
                     Error::invalid(

@@ -12,11 +12,18 @@ use crate::{
 /// class (`4xx`, `5xx`) or `timeout`. The error says what is accepted.
 pub fn parse_answer(raw: &str) -> std::result::Result<AnswerFilter, String> {
     let t = raw.trim().to_ascii_lowercase();
+    // Exactly `Nxx` or three digits: no signs, no leading zeros to spare.
+    let digits = |d: &str, n: usize| d.len() == n && d.bytes().all(|b| b.is_ascii_digit());
     let class = t
         .strip_suffix("xx")
+        .filter(|d| digits(d, 1))
         .and_then(|d| d.parse::<u8>().ok())
         .filter(|d| (1..=5).contains(d));
-    match (t.as_str(), class, t.parse::<u16>()) {
+    let code = Some(t.as_str())
+        .filter(|d| digits(d, 3))
+        .and_then(|d| d.parse::<u16>().ok())
+        .ok_or(());
+    match (t.as_str(), class, code) {
         ("timeout", _, _) => Ok(AnswerFilter::Timeout),
         (_, Some(c), _) => Ok(AnswerFilter::Class(c)),
         (_, None, Ok(code)) if (100..=599).contains(&code) => Ok(AnswerFilter::Status(code)),
@@ -155,6 +162,9 @@ mod tests {
             ("", None),
             ("-1", None),
             ("timed out", None),
+            ("+404", None),
+            ("0404", None),
+            ("04xx", None),
         ];
         for (raw, want) in table {
             assert_eq!(parse_answer(raw).ok(), *want, "{raw:?}");

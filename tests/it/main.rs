@@ -9,6 +9,7 @@ mod admin_pages;
 mod admin_replay;
 mod alerts;
 mod api_client;
+mod api_contract;
 mod auth_hardening;
 mod bad_input;
 mod cli;
