@@ -138,6 +138,50 @@ pub fn describe() {
     );
 }
 
+/// Every counter and histogram at zero from the start: a `rate()` or an
+/// alert on a quiet node has a series to read before the first attempt.
+pub fn start_at_zero() {
+    use metrics::{counter, histogram};
+    let classes = ["2xx", "3xx", "4xx", "5xx", "none"];
+    for outcome in ["transient", "ambiguous", "permanent", "gone"] {
+        for class in classes {
+            counter!("dakghar_attempts_total", "outcome" => outcome, "status_class" => class)
+                .absolute(0);
+        }
+    }
+    counter!("dakghar_attempts_total", "outcome" => "delivered", "status_class" => "2xx")
+        .absolute(0);
+    counter!("dakghar_attempts_total", "outcome" => "blocked", "status_class" => "none")
+        .absolute(0);
+    for reason in ["failed", "expired"] {
+        counter!("dakghar_dead_lettered_total", "reason" => reason).absolute(0);
+    }
+    for status in ["429", "503"] {
+        counter!("dakghar_throttles_total", "status" => status).absolute(0);
+    }
+    for name in [
+        "dakghar_retries_total",
+        "dakghar_delivered_after_retry_total",
+        "dakghar_resends_total",
+        "dakghar_replays_total",
+        "dakghar_replayed_deliveries_total",
+        "dakghar_in_flight_cap_cuts_total",
+    ] {
+        counter!(name).absolute(0);
+    }
+    for name in [
+        "dakghar_request_seconds",
+        "dakghar_attempt_delay_seconds",
+        "dakghar_delivery_delay_seconds",
+        "dakghar_db_ingest_seconds",
+        "dakghar_db_claim_seconds",
+        "dakghar_db_record_seconds",
+    ] {
+        // Registered without a sample: its buckets, sum and count render at 0.
+        drop(histogram!(name));
+    }
+}
+
 /// Runs `work` and records how long it took in the histogram `name`,
 /// whatever it returned.
 pub async fn timed<T>(name: &'static str, work: impl std::future::Future<Output = T>) -> T {

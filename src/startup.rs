@@ -41,6 +41,7 @@ impl Application {
     ) -> Result<Self, BuildError> {
         crate::metrics::handle();
         crate::metrics::describe();
+        crate::metrics::start_at_zero();
         let targets = &config.delivery.targets;
         if targets.allow_private {
             tracing::warn!("--allow-private-targets: endpoints may reach loopback, private and metadata addresses; for local testing only");
@@ -125,6 +126,7 @@ impl Application {
         } else {
             Router::new()
                 .route("/healthz", get(|| async { "ok" }))
+                .route("/readyz", get(readyz))
                 .with_state(state)
         };
         let router = match metrics_beside {
@@ -241,6 +243,23 @@ pub enum BuildError {
     Mail(String),
 }
 
+/// For load balancers: 200 once this node can serve (the database answers
+/// within two seconds and has every migration this binary knows), else
+/// 503 with why. `/healthz` stays a liveness answer.
+async fn readyz(State(state): State<AppState>) -> axum::response::Response {
+    use axum::{http::StatusCode, response::IntoResponse};
+    let ready = tokio::time::timeout(Duration::from_secs(2), state.ctx.store.readiness()).await;
+    match ready {
+        Ok(Ok(())) => (StatusCode::OK, "ready").into_response(),
+        Ok(Err(why)) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database did not answer within 2 s",
+        )
+            .into_response(),
+    }
+}
+
 /// Prometheus text format; open like `/healthz`, as scrapers expect.
 async fn metrics_text(State(state): State<AppState>) -> impl axum::response::IntoResponse {
     (
@@ -256,6 +275,7 @@ fn router(state: AppState) -> Router {
     let embed = Arc::new(state.ctx.config.embed_origins.clone());
     dashboard::routes(&state, api::openapi::operations())
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .merge(api::router())
         .layer(axum::middleware::from_fn(guard::require_session_for_pages))
         .layer(axum::middleware::from_fn_with_state(

@@ -188,6 +188,34 @@ impl Store {
         self.backfill_hosts().await
     }
 
+    /// Whether this node can serve: the database answers and holds every
+    /// migration this binary knows. `Err` says why not.
+    pub async fn readiness(&self) -> std::result::Result<(), String> {
+        let known: Vec<i64> = match &self.pool {
+            Pool::Sqlite(_) => sqlx::migrate!("migrations/sqlite")
+                .iter()
+                .map(|m| m.version)
+                .collect(),
+            Pool::Postgres(_) => sqlx::migrate!("migrations/postgres")
+                .iter()
+                .map(|m| m.version)
+                .collect(),
+        };
+        let sql = "SELECT version FROM _sqlx_migrations WHERE success";
+        let applied: Vec<i64> = on_pool!(self, |p| sqlx::query_scalar(sql).fetch_all(p).await)
+            .map_err(|e| format!("the database does not answer: {e}"))?;
+        let pending: Vec<String> = known
+            .iter()
+            .filter(|v| !applied.contains(v))
+            .map(|v| format!("{v:04}"))
+            .collect();
+        if pending.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("migrations pending: {}", pending.join(", ")))
+        }
+    }
+
     /// Runs raw SQL; for tests that plant faults (triggers) in a real database.
     #[doc(hidden)]
     pub async fn execute_script(&self, sql: &str) -> Result<()> {

@@ -149,6 +149,7 @@ fn is_public(path: &str) -> bool {
     path == "/login"
         || path == "/forgot-password"
         || path == "/healthz"
+        || path == "/readyz"
         || path == "/metrics"
         || path == "/favicon.svg"
         || path == "/logo.svg"

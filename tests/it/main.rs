@@ -27,6 +27,7 @@ mod layers;
 mod login;
 mod metrics;
 mod openapi;
+mod operations;
 mod platforms;
 mod quotas;
 mod receiver;
