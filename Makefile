@@ -75,12 +75,16 @@ fuzz:
 	cargo build -p dakghar --bin dakghar
 	tests/fuzz/api.sh target/debug/dakghar
 
+# The two tools build with their own release profiles, which ask for fat LTO:
+# minutes of a first `make test` for a linker pass that buys them nothing here.
+TOOL_BUILD = CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
+
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-	@cargo leptos --version 2>/dev/null | grep -q ' 0\.3\.10' || cargo install cargo-leptos --version 0.3.10 --locked
+	@cargo leptos --version 2>/dev/null | grep -q ' 0\.3\.10' || $(TOOL_BUILD) cargo install cargo-leptos --version 0.3.10 --locked
 	@# wasm-bindgen-cli must match Cargo.lock exactly; its own lockfile names a crate
 	@# version the registry lacks, hence no --locked.
-	@wasm-bindgen --version 2>/dev/null | grep -q ' $(WASM_BINDGEN_VERSION)$$' || cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
+	@wasm-bindgen --version 2>/dev/null | grep -q ' $(WASM_BINDGEN_VERSION)$$' || $(TOOL_BUILD) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
 	@# wasm-opt from npm's binaryen: Debian's (v108) breaks hydration.
 	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund $(BINARYEN)
 
