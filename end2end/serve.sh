@@ -4,8 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 port="$1"
-bin=../target/release/dakghar
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dakghar-e2e.XXXXXX")
+# What ships is one file: the tests run a copy of the binary alone in an
+# empty folder, started from another, so the pages' stylesheet, scripts and
+# wasm can only come from inside it.
+mkdir "$tmp/bin" "$tmp/run"
+cp ../target/release/dakghar "$tmp/bin/"
+bin="$tmp/bin/dakghar"
 export DAKGHAR_DATABASE_URL="sqlite://$tmp/e2e.db"
 unset DATABASE_URL
 "$bin" account create --name "E2E Account" >/dev/null
@@ -30,7 +35,8 @@ node smtp-sink.mjs "$smtp_port" "$state/mail.jsonl" &
 # Seconds instead of minutes between retries, a resend budget small enough
 # to reach in a test, and the test receivers' loopback let through the
 # SSRF guard.
-exec "$bin" serve --listen "127.0.0.1:$port" --site-root ../target/site \
+cd "$tmp/run"
+exec "$bin" serve --listen "127.0.0.1:$port" \
   --retry-base-delay 1s --retry-max-delay 2s --resends-per-minute 4 \
   --allow-subnets 127.0.0.1/32 \
   --smtp-url "smtp://127.0.0.1:$smtp_port" \

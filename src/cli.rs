@@ -17,6 +17,7 @@ use crate::{
     store::{Account, Role, Store, User},
 };
 
+mod operator;
 mod serve_args;
 
 use serve_args::{secrets_key, serve_config, ServeArgs};
@@ -56,6 +57,51 @@ enum Command {
     /// Manage producer API keys.
     #[command(subcommand, name = "api-key")]
     ApiKey(ApiKeyCmd),
+    /// What the installation is doing now: the queue, dead letters of the
+    /// last day, circuits, paused endpoints, and each node with what it holds.
+    Status {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An account's events.
+    #[command(subcommand)]
+    Events(EventsCmd),
+    /// The configuration.
+    #[command(subcommand)]
+    Config(ConfigCmd),
+}
+
+#[derive(Debug, Subcommand)]
+enum EventsCmd {
+    /// Writes the account's events, their deliveries and attempts to
+    /// standard output as JSON Lines, in the retention archive's format
+    /// (payloads and bodies in base64), oldest first.
+    Export {
+        /// The account's name.
+        #[arg(long)]
+        account: String,
+        /// Events created at or after this RFC 3339 time.
+        #[arg(long, value_parser = parse_time)]
+        since: Option<crate::clock::Timestamp>,
+        /// Events created before this RFC 3339 time.
+        #[arg(long, value_parser = parse_time)]
+        until: Option<crate::clock::Timestamp>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCmd {
+    /// Checks every setting `serve` would take (the same flags and
+    /// variables) and the database, prints the effective configuration with
+    /// secrets masked, and exits non-zero if anything would stop it.
+    Check(Box<ServeArgs>),
+}
+
+fn parse_time(raw: &str) -> Result<crate::clock::Timestamp, String> {
+    chrono::DateTime::parse_from_rfc3339(raw)
+        .map(|t| crate::clock::Timestamp(t.timestamp_millis()))
+        .map_err(|_| format!("{raw:?} is not an RFC 3339 time such as 2026-01-31T12:00:00Z"))
 }
 
 #[derive(Debug, Subcommand)]
@@ -156,6 +202,23 @@ async fn run(cli: Cli) -> CliResult {
     let url = cli
         .database_url
         .or_else(|| std::env::var("DATABASE_URL").ok());
+    // A check changes nothing, and reports an unreachable database rather
+    // than stopping at it.
+    if let Command::Config(ConfigCmd::Check(args)) = cli.command {
+        let store = Store::connect_pooled(url.as_deref(), cli.database_pool)
+            .await
+            .map_err(|e| e.to_string());
+        let (report, problems) = serve_args::check(*args, url.as_deref(), store).await;
+        print!("{report}");
+        if problems.is_empty() {
+            println!("ok: serve would start with this configuration");
+            return Ok(());
+        }
+        for p in &problems {
+            eprintln!("problem: {p}");
+        }
+        return Err(format!("{} problem(s) found", problems.len()).into());
+    }
     let store = Store::connect_pooled(url.as_deref(), cli.database_pool).await?;
     store.migrate().await?;
     let clock: SharedClock = Arc::new(SystemClock);
@@ -224,6 +287,24 @@ async fn run(cli: Cli) -> CliResult {
             println!("{}", key.key);
             Ok(())
         }
+        Command::Status { json } => {
+            print!("{}", operator::status(&store, clock.now(), json).await?);
+            Ok(())
+        }
+        Command::Events(EventsCmd::Export {
+            account,
+            since,
+            until,
+        }) => {
+            let account = find_account(&store, &account).await?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let lines = operator::export(&store, &account.id, since, until, &mut out).await?;
+            std::io::Write::flush(&mut out).map_err(|e| format!("cannot write: {e}"))?;
+            eprintln!("exported {lines} line(s)");
+            Ok(())
+        }
+        Command::Config(ConfigCmd::Check(_)) => unreachable!("handled before connecting"),
         Command::ApiKey(ApiKeyCmd::Create {
             account,
             admin,

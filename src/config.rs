@@ -14,8 +14,11 @@ pub struct ServeConfig {
     /// Serve `/metrics` here instead of on `listen` (a port only the
     /// scraper reaches); `None` keeps it beside the API.
     pub metrics_listen: Option<SocketAddr>,
-    /// Where cargo-leptos put the compiled stylesheet, JS and wasm (`pkg/`).
-    pub site_root: PathBuf,
+    /// An OTLP/HTTP collector to export trace spans to; none: no traces.
+    pub otlp_endpoint: Option<url::Url>,
+    /// A folder to serve the stylesheet, JS and wasm (`pkg/`) and
+    /// `public/` from, instead of the copy inside the binary.
+    pub site_root: Option<PathBuf>,
     /// Set the cookie's `Secure` flag: the dashboard is reached over https.
     pub secure_cookies: bool,
     pub delivery: DeliverySettings,
@@ -72,7 +75,8 @@ impl ServeConfig {
         ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics_listen: None,
-            site_root: PathBuf::from("target/site"),
+            otlp_endpoint: None,
+            site_root: None,
             secure_cookies: false,
             delivery: DeliverySettings {
                 // Test receivers listen on 127.0.0.1; nothing else internal.
@@ -160,14 +164,6 @@ pub fn parse_colour(raw: &str) -> Result<String, String> {
             "{raw:?} is not a CSS colour such as #0a7cff, teal or rgb(10 124 255)"
         ))
     }
-}
-
-/// A logo in the site root, if the installation put one there.
-pub fn logo(site_root: &std::path::Path) -> Option<String> {
-    ["logo.svg", "logo.png"]
-        .into_iter()
-        .find(|f| site_root.join(f).is_file())
-        .map(|f| format!("/{f}"))
 }
 
 #[cfg(test)]

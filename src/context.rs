@@ -34,6 +34,8 @@ pub struct Ctx {
     pub gauges: crate::metrics::GaugeCache,
     /// What each account has sent this second, against the ingest limit.
     pub ingest_rate: crate::auth::ingest_rate::IngestRate,
+    /// Trace spans, exported when `--otlp-endpoint` names a collector.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl Ctx {

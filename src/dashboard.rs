@@ -34,6 +34,7 @@ pub(crate) mod portal;
 pub(crate) mod protect;
 mod routes;
 pub mod session;
+pub mod site_files;
 mod team;
 
 pub(crate) use routes::routes;

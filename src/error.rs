@@ -40,6 +40,19 @@ impl Error {
             message: message.into(),
         }
     }
+
+    /// What went wrong in a word, with none of the details (for traces).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NotFound(_) => "not_found",
+            Error::Invalid { code, .. } | Error::ConflictCode { code, .. } => code,
+            Error::Conflict(_) => "conflict",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::Unauthorized(_) => "unauthorized",
+            Error::Store(_) => "store",
+            Error::Password(_) => "password",
+        }
+    }
 }
 
 impl From<StoreError> for Error {

@@ -14,6 +14,7 @@
 pub mod alerts;
 pub mod deadlines;
 pub mod expired_links;
+pub mod heartbeat;
 pub mod lease_rescue;
 pub mod mailer;
 pub mod retention;

@@ -35,3 +35,4 @@ pub mod replay;
 pub mod sealing;
 pub mod startup;
 pub mod store;
+pub mod telemetry;

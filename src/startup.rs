@@ -13,18 +13,21 @@ use crate::{
     clock::SharedClock,
     config::ServeConfig,
     context::{AppState, Ctx},
-    dashboard::{self, guard, protect, session},
+    dashboard::{self, guard, protect, session, site_files::SiteFiles},
     delivery::engine::Engine,
     demo,
     jobs::{self, Jobs},
     sealing::{self, SecretsKey},
     store::{Store, StoreError, VacuumPolicy},
+    telemetry::Telemetry,
 };
 
 pub struct Application {
     listener: TcpListener,
     /// `--metrics-listen`: its own listener and router.
     metrics: Option<(TcpListener, Router)>,
+    /// This process as the database's `nodes` know it.
+    node: crate::store::Node,
     router: Router,
     engine: Arc<Engine>,
     run_workers: bool,
@@ -42,6 +45,14 @@ impl Application {
         crate::metrics::handle();
         crate::metrics::describe();
         crate::metrics::start_at_zero();
+        let role = match (config.run_workers, config.serve_api) {
+            (true, true) => "all",
+            (false, true) => "api",
+            (true, false) => "worker",
+            (false, false) => "none",
+        };
+        let node = crate::jobs::heartbeat::this_process(role, clock.now().millis());
+        let store = store.for_node(&node.id);
         let targets = &config.delivery.targets;
         if targets.allow_private {
             tracing::warn!("--allow-private-targets: endpoints may reach loopback, private and metadata addresses; for local testing only");
@@ -63,10 +74,18 @@ impl Application {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| BuildError::Bind(config.listen, e))?;
+        let site = Arc::new(SiteFiles::new(config.site_root.clone()));
+        let missing = site.missing();
+        if config.serve_api && !missing.is_empty() {
+            tracing::warn!(
+                files = %site.describe(),
+                missing = %missing.join(", "),
+                "the dashboard's stylesheet and scripts are missing: pages work, unstyled and without scripts; build with `make build`, or pass --site-root"
+            );
+        }
         let leptos_options = LeptosOptions::builder()
             .output_name("dakghar")
-            .site_root(config.site_root.to_string_lossy().to_string())
-            .site_pkg_dir("pkg")
+            .site_pkg_dir(site.pkg_dir())
             .site_addr(
                 listener
                     .local_addr()
@@ -76,6 +95,9 @@ impl Application {
         let secure = config.secure_cookies;
         let run_workers = config.run_workers;
         let mut config = config;
+        if config.brand.logo.is_none() {
+            config.brand.logo = site.logo();
+        }
         // Links in emails and portal URLs name the address actually bound
         // when nothing else is configured.
         if config.public_url.is_none() {
@@ -85,8 +107,21 @@ impl Application {
             config.public_url = Some(format!("http://{addr}"));
         }
         let ingest_rate_limit = config.ingest_rate_limit;
-        let engine = Engine::new(store.clone(), clock.clone(), config.delivery.clone())
-            .map_err(|e| BuildError::Http(e.to_string()))?;
+        let telemetry = Arc::new(match &config.otlp_endpoint {
+            Some(endpoint) => {
+                let on = Telemetry::exporting_to(endpoint).map_err(BuildError::Telemetry)?;
+                tracing::info!(collector = %crate::telemetry::masked(endpoint), "exporting trace spans over OTLP/HTTP");
+                on
+            }
+            None => Telemetry::default(),
+        });
+        let engine = Engine::new(
+            store.clone(),
+            clock.clone(),
+            config.delivery.clone(),
+            Arc::clone(&telemetry),
+        )
+        .map_err(|e| BuildError::Http(e.to_string()))?;
         let mailer = config
             .mail
             .as_ref()
@@ -106,6 +141,7 @@ impl Application {
                 hashing: Default::default(),
                 gauges: Default::default(),
                 ingest_rate: crate::auth::ingest_rate::IngestRate::new(ingest_rate_limit),
+                telemetry,
             }),
         };
         let ctx = Arc::clone(&state.ctx);
@@ -122,7 +158,7 @@ impl Application {
             .with_state(state.clone());
         let metrics_beside = metrics_listener.is_none().then(|| metrics.clone());
         let router = if ctx.config.serve_api {
-            router(state).layer(session::layer(&sessions, secure, ctx.config.sessions.idle))
+            router(state, site).layer(session::layer(&sessions, secure, ctx.config.sessions.idle))
         } else {
             Router::new()
                 .route("/healthz", get(|| async { "ok" }))
@@ -136,6 +172,7 @@ impl Application {
         let metrics = metrics_listener.map(|l| (l, metrics));
         Ok(Application {
             listener,
+            node,
             metrics,
             router,
             engine,
@@ -177,6 +214,12 @@ impl Application {
     ) -> io::Result<()> {
         let stop = tokio_util::sync::CancellationToken::new();
         let workers = self.run_workers.then(|| self.engine.spawn(stop.clone()));
+        let heartbeat = crate::jobs::heartbeat::spawn(
+            self.ctx.store.clone(),
+            self.ctx.clock.clone(),
+            self.node.clone(),
+            stop.clone(),
+        );
         // Maintenance runs where the workers do: on worker nodes.
         let ctx = &self.ctx;
         let jobs = if self.run_workers {
@@ -227,6 +270,10 @@ impl Application {
         for job in jobs {
             let _ = job.await;
         }
+        let _ = heartbeat.await;
+        // The last spans, sent while the runtime that carries them still runs.
+        let telemetry = Arc::clone(&self.ctx.telemetry);
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
         served
     }
 }
@@ -241,6 +288,8 @@ pub enum BuildError {
     Http(String),
     #[error("{0}")]
     Mail(String),
+    #[error("--otlp-endpoint: {0}")]
+    Telemetry(String),
 }
 
 /// For load balancers: 200 once this node can serve (the database answers
@@ -271,9 +320,9 @@ async fn metrics_text(State(state): State<AppState>) -> impl axum::response::Int
     )
 }
 
-fn router(state: AppState) -> Router {
+fn router(state: AppState, site: Arc<SiteFiles>) -> Router {
     let embed = Arc::new(state.ctx.config.embed_origins.clone());
-    dashboard::routes(&state, api::openapi::operations())
+    dashboard::routes(&state, site, api::openapi::operations())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(api::router())
@@ -323,8 +372,9 @@ pub async fn with_secrets_key(
     Ok(store)
 }
 
-/// Beside the SQLite file (one folder holds the installation), else in data/.
-fn default_key_file(database_url: Option<&str>) -> PathBuf {
+/// The secrets key file when none is named: beside the SQLite file (one
+/// folder holds the installation), else in data/.
+pub fn default_key_file(database_url: Option<&str>) -> PathBuf {
     let url = crate::store::database_url(database_url);
     let sqlite_dir = url
         .strip_prefix("sqlite://")

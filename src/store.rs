@@ -33,6 +33,8 @@ pub struct Store {
     pg_schema: Option<String>,
     /// Seals endpoint secrets; without it no endpoint can be written or read.
     secrets: Option<std::sync::Arc<crate::sealing::SecretsKey>>,
+    /// The node this process is, for its claim tokens (`nodes.rs`).
+    node: Option<std::sync::Arc<str>>,
 }
 
 /// Runs the same body against whichever pool is configured. The body is
@@ -83,6 +85,7 @@ mod keys;
 mod links;
 mod login_failures;
 mod models;
+mod nodes;
 mod notifications;
 pub mod postgres;
 mod queue;
@@ -109,6 +112,7 @@ pub use ingest::{Ingester, NewIngest};
 pub use key_uses::KeyUses;
 pub use links::NewLink;
 pub use models::*;
+pub use nodes::Node;
 pub use postgres::VacuumPolicy;
 pub use queue::BatchInputs;
 pub use replay::{ReplayCriteria, ReplayGroup, ReplayProgress, ReplayRun};
@@ -202,8 +206,18 @@ impl Store {
                 .collect(),
         };
         let sql = "SELECT version FROM _sqlx_migrations WHERE success";
-        let applied: Vec<i64> = on_pool!(self, |p| sqlx::query_scalar(sql).fetch_all(p).await)
-            .map_err(|e| format!("the database does not answer: {e}"))?;
+        let applied: Vec<i64> = match on_pool!(self, |p| sqlx::query_scalar(sql).fetch_all(p).await)
+        {
+            Ok(applied) => applied,
+            // A database never migrated has no table of migrations yet.
+            Err(sqlx::Error::Database(e))
+                if e.code().as_deref() == Some("42P01")
+                    || e.message().starts_with("no such table") =>
+            {
+                Vec::new()
+            }
+            Err(e) => return Err(format!("the database does not answer: {e}")),
+        };
         let pending: Vec<String> = known
             .iter()
             .filter(|v| !applied.contains(v))

@@ -13,7 +13,7 @@ pub mod pages;
 pub mod port;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     path, SsrMode,
@@ -43,6 +43,8 @@ use crate::pages::{
 pub fn shell(options: LeptosOptions) -> impl IntoView {
     let brand = components::layout::brand();
     let accent = brand.accent.as_ref().map(|a| format!("--accent: {a}"));
+    // Beside the scripts, under the bundle's versioned folder.
+    let css = format!("/{}/dakghar.css", options.site_pkg_dir);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -51,6 +53,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg" />
                 <AutoReload options=options.clone() />
+                <link rel="stylesheet" href=css />
                 <HydrationScripts options />
                 <MetaTags />
             </head>
@@ -72,7 +75,6 @@ pub fn App() -> impl IntoView {
     let brand = components::layout::brand();
     // Async SSR: every page arrives complete, so it works with JavaScript off.
     view! {
-        <Stylesheet id="leptos" href="/pkg/dakghar.css" />
         <Title formatter=move |page: String| format!("{page} · {}", brand.name) />
         <Router>
             <Routes fallback=NotFound>

@@ -63,3 +63,40 @@ test('a deep link survives signing in', async ({ page }, info) => {
   await page.getByRole('button', { name: 'Sign in' }).click();
   await expect(page).toHaveURL(/\/events\?state=failed$/);
 });
+
+test('the binary alone serves the stylesheet, scripts and wasm, kept by version', async ({ page, request }, info) => {
+  // serve.sh runs a copy of the binary by itself in an empty folder.
+  await signIn(page, info);
+  await expect(page).toHaveURL(/\/events$/);
+  await ready(page, info);
+  const css = await page.locator('link[rel="stylesheet"]').first().getAttribute('href');
+  expect(css).toMatch(/^\/pkg\/[0-9a-f]{16}\/dakghar\.css$/);
+  const pkg = css!.replace(/dakghar\.css$/, '');
+  // The page is styled by it: the body has the stylesheet's --bg, not the browser's default.
+  const background = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  expect(background).toBe('rgb(246, 247, 249)');
+
+  for (const [file, type] of [
+    ['dakghar.css', 'text/css'],
+    ['dakghar.js', 'javascript'],
+    ['dakghar.wasm', 'application/wasm'],
+  ]) {
+    const plain = await request.get(pkg + file, { headers: { 'accept-encoding': 'identity' } });
+    expect(plain.status(), file).toBe(200);
+    expect(plain.headers()['content-type']).toContain(type);
+    expect(plain.headers()['cache-control']).toBe('public, max-age=31536000, immutable');
+    expect(plain.headers()['content-encoding']).toBeUndefined();
+    const br = await request.get(pkg + file, { headers: { 'accept-encoding': 'gzip, br' } });
+    expect(br.headers()['content-encoding'], file).toBe('br');
+    expect(br.headers()['vary']).toContain('accept-encoding');
+    // The client decodes bodies, so compare the sizes on the wire.
+    expect(Number(br.headers()['content-length'])).toBeLessThan(Number(plain.headers()['content-length']));
+    expect(await br.body()).toEqual(await plain.body());
+  }
+  // Another build's bundle is not mixed in; unversioned files revalidate.
+  expect((await request.get('/pkg/0123456789abcdef/dakghar.js')).status()).toBe(404);
+  const icon = await request.get('/favicon.svg');
+  expect(icon.headers()['cache-control']).toBe('no-cache');
+  const again = await request.get('/favicon.svg', { headers: { 'if-none-match': icon.headers()['etag'] } });
+  expect(again.status()).toBe(304);
+});

@@ -92,7 +92,8 @@ pub async fn ingest(
         event_type,
         payload,
     };
-    let ingested = events::ingest(&state.ctx, new, None).await?;
+    let trace = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    let ingested = events::ingest(&state.ctx, new, None, trace).await?;
     let out = IngestOut {
         id,
         deliveries: ingested

@@ -27,9 +27,15 @@ pub(super) struct ServeArgs {
     /// the scraper reaches (`127.0.0.1:9100`).
     #[arg(long, env = "DAKGHAR_METRICS_LISTEN")]
     metrics_listen: Option<SocketAddr>,
-    /// Folder holding the built stylesheet, JS and wasm (cargo-leptos's site root).
-    #[arg(long, env = "DAKGHAR_SITE_ROOT", default_value = "target/site")]
-    site_root: PathBuf,
+    /// Export trace spans (ingest, claim, each attempt; one trace per
+    /// event) to this OTLP/HTTP collector, e.g. `http://127.0.0.1:4318`.
+    #[arg(long, env = "DAKGHAR_OTLP_ENDPOINT", value_parser = parse_otlp_endpoint)]
+    otlp_endpoint: Option<url::Url>,
+    /// Serve the dashboard's stylesheet, JS, wasm and public files from this
+    /// folder (cargo-leptos's site root, `target/site`) instead of the copy
+    /// inside the binary: for working on the dashboard.
+    #[arg(long, env = "DAKGHAR_SITE_ROOT")]
+    site_root: Option<PathBuf>,
     /// Mark the session cookie Secure: set when users reach Dakghar over https.
     #[arg(long, env = "DAKGHAR_SECURE_COOKIES")]
     secure_cookies: bool,
@@ -296,6 +302,7 @@ pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
     ServeConfig {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
+        otlp_endpoint: args.otlp_endpoint,
         secure_cookies: args.secure_cookies,
         delivery: args.delivery.settings(),
         run_workers: args.role != NodeRole::Api,
@@ -328,8 +335,233 @@ pub(super) fn serve_config(args: ServeArgs) -> ServeConfig {
         brand: Brand {
             name: args.brand_name,
             accent: args.brand_accent,
-            logo: config::logo(&args.site_root),
+            logo: None,
         },
         site_root: args.site_root,
     }
+}
+
+/// `dakghar config check`: what `serve` with these settings would do,
+/// checked without starting it. Returns the effective configuration, with
+/// secrets masked, and the problems found (none: it would start).
+pub(super) async fn check(
+    args: ServeArgs,
+    database_url: Option<&str>,
+    store: Result<Store, String>,
+) -> (String, Vec<String>) {
+    let dur = |d: Duration| humantime::format_duration(d).to_string();
+    let mut problems = Vec::new();
+    let mut out = String::new();
+    let mut line = |k: &str, v: String| out.push_str(&format!("{k:<28} {v}\n"));
+    let url = crate::store::database_url(database_url);
+    line("database", crate::store::redact_url(&url));
+    let mut migrated = false;
+    match &store {
+        Ok(store) => match store.readiness().await {
+            Ok(()) => {
+                migrated = true;
+                line(
+                    "database state",
+                    "reachable, every migration applied".into(),
+                )
+            }
+            Err(why) => {
+                line("database state", why.clone());
+                // Pending migrations are applied by `serve` itself.
+                if !why.starts_with("migrations pending") {
+                    problems.push(format!("database: {why}"));
+                }
+            }
+        },
+        Err(e) => {
+            line("database state", "unreachable".into());
+            problems.push(format!("database: {e}"));
+        }
+    }
+    // The secrets key: read (never created here), and tried on what is stored.
+    let key = match (&args.secrets_key, &args.secrets_key_file) {
+        (Some(text), _) => {
+            line("secrets key", "from --secrets-key (****)".into());
+            crate::sealing::SecretsKey::from_base64(text)
+                .map(Some)
+                .map_err(|e| format!("--secrets-key: {e}"))
+        }
+        (None, file) => {
+            let file = file
+                .clone()
+                .unwrap_or_else(|| startup::default_key_file(database_url));
+            if file.exists() {
+                line("secrets key", format!("file {} (****)", file.display()));
+                std::fs::read_to_string(&file)
+                    .map_err(|e| format!("secrets key file {}: {e}", file.display()))
+                    .and_then(|text| {
+                        crate::sealing::SecretsKey::from_base64(text.trim())
+                            .map(Some)
+                            .map_err(|e| format!("secrets key file {}: {e}", file.display()))
+                    })
+            } else {
+                line(
+                    "secrets key",
+                    format!("file {} (created at the first start)", file.display()),
+                );
+                Ok(None)
+            }
+        }
+    };
+    // What is stored can be tried once the tables are as this binary knows them.
+    match (key, &store) {
+        (Err(e), _) => problems.push(e),
+        (Ok(Some(key)), Ok(store)) if migrated => match store
+            .clone()
+            .with_secrets_key(key)
+            .secrets_that_do_not_open()
+            .await
+        {
+            Ok(broken) if broken.is_empty() => {}
+            Ok(broken) => problems.push(format!(
+                "the secrets key does not open the signing secret of {} endpoint(s), e.g. {}",
+                broken.len(),
+                broken[0]
+            )),
+            Err(e) => problems.push(format!("database: {e}")),
+        },
+        _ => {}
+    }
+    if let Some(smtp) = &args.smtp_url {
+        let settings = MailSettings {
+            smtp_url: smtp.clone(),
+            from: args.smtp_from.clone(),
+            every: Duration::from_secs(10),
+            support: args.support_email.clone(),
+        };
+        if let Err(e) = crate::jobs::mailer::Mailer::new(&settings) {
+            problems.push(format!("--smtp-url / --smtp-from: {e}"));
+        }
+    }
+    let site = crate::dashboard::site_files::SiteFiles::new(args.site_root.clone());
+    let missing = site.missing();
+    if args.role != NodeRole::Worker && !missing.is_empty() {
+        problems.push(format!(
+            "the dashboard's files ({}): {} missing",
+            site.describe(),
+            missing.join(", ")
+        ));
+    }
+    let config = serve_config(args);
+    line("listen", config.listen.to_string());
+    line(
+        "metrics",
+        config
+            .metrics_listen
+            .map_or_else(|| "beside the API".into(), |a| a.to_string()),
+    );
+    let role = match (config.run_workers, config.serve_api) {
+        (true, true) => "all",
+        (false, true) => "api",
+        _ => "worker",
+    };
+    line("role", role.into());
+    line("dashboard files", site.describe());
+    line(
+        "traces",
+        config
+            .otlp_endpoint
+            .as_ref()
+            .map_or_else(|| "off".into(), crate::telemetry::masked),
+    );
+    line(
+        "public url",
+        config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| "http:// and the listen address".into()),
+    );
+    line("secure cookies", config.secure_cookies.to_string());
+    let d = &config.delivery;
+    line(
+        "retries",
+        format!(
+            "{} from {} up to {}, at most {} attempts within {}",
+            d.backoff.strategy.as_str(),
+            dur(d.backoff.base),
+            dur(d.backoff.cap),
+            d.max_attempts,
+            dur(d.retry_window)
+        ),
+    );
+    line("retried statuses", d.retry_statuses.to_string());
+    line(
+        "timeouts",
+        format!(
+            "connect {}, request {}, lease {}",
+            dur(d.connect_timeout),
+            dur(d.request_timeout),
+            dur(d.lease)
+        ),
+    );
+    line(
+        "workers",
+        format!("{} loops of {}", d.workers, d.batch_size),
+    );
+    let limit = |l: Option<i64>| l.map_or_else(|| "unlimited".to_string(), |n| n.to_string());
+    line("default rate limit", limit(d.default_rate_limit));
+    line("in flight per host", limit(d.max_in_flight_per_host));
+    line(
+        "ingest rate per account",
+        limit(config.ingest_rate_limit.map(i64::from)),
+    );
+    line(
+        "endpoints per account",
+        config.max_endpoints_per_account.to_string(),
+    );
+    line("resends per minute", config.resends_per_minute.to_string());
+    let targets = &d.targets;
+    line(
+        "private targets",
+        if targets.allow_private {
+            "all allowed (--allow-private-targets)".into()
+        } else if targets.allowed.is_empty() {
+            "refused".into()
+        } else {
+            let nets: Vec<String> = targets.allowed.iter().map(|n| n.to_string()).collect();
+            format!("refused but {}", nets.join(", "))
+        },
+    );
+    line(
+        "egress proxy",
+        d.egress_proxy
+            .as_ref()
+            .map_or_else(|| "none".into(), |u| crate::store::redact_url(u.as_str())),
+    );
+    line(
+        "retention",
+        config.retention.keep.map_or_else(|| "off".into(), dur),
+    );
+    line(
+        "alert email",
+        config.mail.as_ref().map_or_else(
+            || "off (outbox only)".into(),
+            |m| crate::store::redact_url(&m.smtp_url),
+        ),
+    );
+    line(
+        "sessions",
+        format!(
+            "idle {}, at most {}",
+            dur(config.sessions.idle),
+            dur(config.sessions.max_age)
+        ),
+    );
+    (out, problems)
+}
+
+/// `--otlp-endpoint`: an http(s) URL; its user part, if any, stays out of logs.
+fn parse_otlp_endpoint(raw: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(format!(
+            "{raw:?}: the collector's OTLP/HTTP address, such as http://127.0.0.1:4318"
+        ));
+    }
+    Ok(url)
 }

@@ -7,17 +7,24 @@ use std::sync::Arc;
 
 use app::{model::Brand, port::DashboardRef, shell, App};
 use axum::{
-    response::Redirect,
+    body::Body,
+    extract::State,
+    http::{Request, StatusCode},
+    response::{Redirect, Response},
     routing::{get, post},
     Router,
 };
 use leptos::prelude::*;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 
-use super::{account_links, login, portal, protect, Adapter};
+use super::{account_links, login, portal, protect, site_files::SiteFiles, Adapter};
 use crate::context::AppState;
 
-pub fn routes(state: &AppState, api_operations: Vec<(String, String, String)>) -> Router<AppState> {
+pub fn routes(
+    state: &AppState,
+    site: Arc<SiteFiles>,
+    api_operations: Vec<(String, String, String)>,
+) -> Router<AppState> {
     let dashboard: DashboardRef = Arc::new(Adapter::new(Arc::clone(&state.ctx), api_operations));
     let brand: Brand = state.ctx.config.brand.clone();
     let options = state.leptos_options.clone();
@@ -49,5 +56,31 @@ pub fn routes(state: &AppState, api_operations: Vec<(String, String, String)>) -
                 shell(options.clone())
             },
         )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(move |State(state): State<AppState>, req: Request<Body>| {
+            site_file_or_not_found(state, Arc::clone(&site), req)
+        })
+}
+
+/// The dashboard's built files, else the app's not-found page.
+async fn site_file_or_not_found(
+    state: AppState,
+    site: Arc<SiteFiles>,
+    req: Request<Body>,
+) -> Response {
+    if let Some(file) = site.respond(req.method(), req.uri().path(), req.headers()) {
+        return file;
+    }
+    let options = state.leptos_options.clone();
+    let brand: Brand = state.ctx.config.brand.clone();
+    let page = leptos_axum::render_app_to_stream_with_context(
+        move || {
+            provide_context(state.clone());
+            provide_context(brand.clone());
+            protect::set_page_policy();
+        },
+        move || shell(options.clone()),
+    );
+    let mut response = page(req).await;
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
 }

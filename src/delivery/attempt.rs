@@ -6,6 +6,8 @@
 
 use std::borrow::Cow;
 
+use opentelemetry::trace::SpanKind;
+
 use super::{
     backoff::Strategy,
     classify::{classify_with, Verdict},
@@ -24,6 +26,7 @@ use crate::{
         AttemptRecord, CircuitState, Completion, Delivery, Endpoint, EndpointState, Event,
         Transition,
     },
+    telemetry::Span,
 };
 
 impl Engine {
@@ -32,6 +35,7 @@ impl Engine {
         delivery: &Delivery,
         endpoint: &Endpoint,
         event: &Event,
+        trace: Option<&str>,
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let store = &self.store;
@@ -72,8 +76,26 @@ impl Engine {
             secrets: signing::secrets_of(endpoint, now),
             now,
         };
-        let sent = request::send(&self.client, out, &self.settings).await?;
-        self.record(delivery, endpoint, sent, now).await
+        let mut span = self
+            .telemetry
+            .start("attempt", SpanKind::Client, trace, None);
+        if let Some(span) = span.as_mut() {
+            span.set("dakghar.event_id", delivery.event_id.clone());
+            span.set("dakghar.delivery_id", delivery.id.clone());
+            span.set("dakghar.endpoint_id", endpoint.id.clone());
+            span.set("dakghar.attempt", delivery.attempt_seq + 1);
+        }
+        let sent = match request::send(&self.client, out, &self.settings).await {
+            Ok(sent) => sent,
+            Err(e) => {
+                if let Some(mut span) = span {
+                    span.fail("not sent: a fault of ours");
+                    span.end();
+                }
+                return Err(e.into());
+            }
+        };
+        self.record(delivery, endpoint, sent, now, span).await
     }
 
     async fn record(
@@ -82,6 +104,7 @@ impl Engine {
         endpoint: &Endpoint,
         sent: Sent,
         started: Timestamp,
+        span: Option<Span>,
     ) -> Result<(), DeliveryError> {
         let now = self.clock.now();
         let policy = self.policy_of(endpoint);
@@ -163,6 +186,17 @@ impl Engine {
             Transition::Failed => Some("failed"),
             Transition::Expired => Some("expired"),
         };
+        if let Some(mut span) = span {
+            if let Some(status) = sent.status {
+                span.set("http.response.status_code", i64::from(status));
+            }
+            span.set("dakghar.classification", verdict.as_str());
+            span.set("dakghar.delivery_state", final_state.unwrap_or("retrying"));
+            if transition != Transition::Delivered {
+                span.fail(verdict.as_str());
+            }
+            span.end();
+        }
         if let Some(state) = final_state {
             tracing::info!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
         }

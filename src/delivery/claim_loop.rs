@@ -14,7 +14,9 @@ use super::{
     error::DeliveryError,
     Engine,
 };
-use crate::store::{Delivery, StoreError};
+use opentelemetry::trace::SpanKind;
+
+use crate::store::{Delivery, Event, StoreError};
 
 /// A claimed batch: each delivery with its attempt (none when there is
 /// nothing to send: its endpoint deleted meanwhile, or a fault of ours
@@ -26,6 +28,7 @@ impl Engine {
     pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, DeliveryError> {
         let now = self.clock.now();
         self.rescuer.now_and_then(now).await?;
+        let claim_started = std::time::SystemTime::now();
         let claimed = crate::metrics::timed(
             "dakghar_db_claim_seconds",
             self.store.claim_due(
@@ -45,6 +48,7 @@ impl Engine {
                 return Err(e.into());
             }
         };
+        let claimed_count = claimed.len();
         let mut handles = Vec::with_capacity(claimed.len());
         for delivery in claimed {
             // A fault of ours that holds this delivery alone: it backs off,
@@ -66,12 +70,14 @@ impl Engine {
                 handles.push((delivery, None));
                 continue;
             };
+            let trace = self.claim_span(&delivery, &event, claim_started, claimed_count);
             let engine = Arc::clone(self);
             let task_delivery = delivery.clone();
-            let handle =
-                tokio::spawn(
-                    async move { engine.attempt(&task_delivery, &endpoint, &event).await },
-                );
+            let handle = tokio::spawn(async move {
+                engine
+                    .attempt(&task_delivery, &endpoint, &event, trace.as_deref())
+                    .await
+            });
             self.running_set().insert(
                 delivery.id.clone(),
                 (delivery.clone(), handle.abort_handle()),
@@ -79,6 +85,30 @@ impl Engine {
             handles.push((delivery, Some(handle)));
         }
         Ok(handles)
+    }
+
+    /// The claim's span in the trace of `delivery`'s event; its
+    /// `traceparent`, for the attempt under it.
+    fn claim_span(
+        &self,
+        delivery: &Delivery,
+        event: &Event,
+        started: std::time::SystemTime,
+        batch: usize,
+    ) -> Option<String> {
+        let mut span = self.telemetry.start(
+            "claim",
+            SpanKind::Internal,
+            event.traceparent.as_deref(),
+            Some(started),
+        )?;
+        span.set("dakghar.event_id", delivery.event_id.clone());
+        span.set("dakghar.delivery_id", delivery.id.clone());
+        span.set("dakghar.endpoint_id", delivery.endpoint_id.clone());
+        span.set("dakghar.claim_batch", batch as i64);
+        let trace = span.traceparent();
+        span.end();
+        Some(trace)
     }
 
     /// Waits for a round's attempts and hands back what a fault of ours

@@ -61,6 +61,7 @@ pub struct Engine {
     /// Attempts under way, so shutdown can hand back what misses the grace period.
     pub(super) running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
     pub(super) fault_hook: Mutex<Option<FaultHook>>,
+    pub(super) telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -76,6 +77,7 @@ impl Engine {
         store: Store,
         clock: SharedClock,
         settings: DeliverySettings,
+        telemetry: Arc<crate::telemetry::Telemetry>,
     ) -> reqwest::Result<Arc<Engine>> {
         Ok(Arc::new(Engine {
             client: request::client(&settings)?,
@@ -90,11 +92,17 @@ impl Engine {
             announcing: Arc::new(AtomicBool::new(false)),
             running: Mutex::new(HashMap::new()),
             fault_hook: Mutex::new(None),
+            telemetry,
         }))
     }
 
     pub(super) fn room_size(&self) -> u32 {
         room_size(&self.settings)
+    }
+
+    /// The trace spans this engine records (tests flush them).
+    pub fn telemetry(&self) -> &Arc<crate::telemetry::Telemetry> {
+        &self.telemetry
     }
 
     pub fn settings(&self) -> &DeliverySettings {

@@ -3,11 +3,14 @@
 //! it: `store::Ingester`), idempotent on the producer's id, and the
 //! workers woken.
 
+use opentelemetry::trace::SpanKind;
+
 use crate::{
     clock::Timestamp,
     context::Ctx,
     error::{Error, Result},
     store::{Delivery, NewEvent, NewIngest, StoreError},
+    telemetry::Span,
 };
 
 /// What an ingest left behind.
@@ -20,8 +23,40 @@ pub struct Ingested {
 }
 
 /// Stores `new` for every endpoint that wants its type, or for `only` that
-/// one endpoint whatever its filter (the dashboard's test event).
-pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Ingested> {
+/// one endpoint whatever its filter (the dashboard's test event). `trace`
+/// is the producer's `traceparent`, if it sent one.
+pub async fn ingest(
+    ctx: &Ctx,
+    new: NewEvent,
+    only: Option<&str>,
+    trace: Option<&str>,
+) -> Result<Ingested> {
+    let mut span = ctx.telemetry.start("ingest", SpanKind::Server, trace, None);
+    if let Some(span) = span.as_mut() {
+        span.set("dakghar.event_id", new.id.clone());
+        span.set("dakghar.account_id", new.account_id.clone());
+        span.set("dakghar.event_type", new.event_type.clone());
+    }
+    let ingested = store(ctx, new, only, span.as_ref().map(Span::traceparent)).await;
+    if let Some(mut span) = span {
+        match &ingested {
+            Ok(i) => {
+                span.set("dakghar.deliveries", i.deliveries.len() as i64);
+                span.set("dakghar.duplicate", !i.created);
+            }
+            Err(e) => span.fail(e.code()),
+        }
+        span.end();
+    }
+    ingested
+}
+
+async fn store(
+    ctx: &Ctx,
+    new: NewEvent,
+    only: Option<&str>,
+    traceparent: Option<String>,
+) -> Result<Ingested> {
     let now = ctx.clock.now();
     if let Err(wait_ms) = ctx.ingest_rate.spend(&new.account_id, now) {
         return Err(Error::RateLimited {
@@ -40,6 +75,7 @@ pub async fn ingest(ctx: &Ctx, new: NewEvent, only: Option<&str>) -> Result<Inge
         only: only.map(str::to_owned),
         now,
         give_up_at,
+        traceparent,
     };
     let inserted =
         crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     clock::{SharedClock, Timestamp},
-    store::{OldHistory, Store, StoreError},
+    store::{Attempt, Delivery, Event, OldHistory, Store, StoreError},
 };
 
 const BATCH: i64 = 500;
@@ -87,6 +87,44 @@ pub async fn run_once(
     Ok(purged)
 }
 
+/// One line of the archive (and of `dakghar events export`): a delivery
+/// with its event and attempts, payloads and bodies in base64. An event
+/// without deliveries has null delivery fields and no attempts.
+pub fn history_line(e: &Event, d: Option<&Delivery>, attempts: &[Attempt]) -> serde_json::Value {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let attempts: Vec<_> = attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "attempt": a.attempt,
+                "started_at": a.started_at,
+                "duration_ms": a.duration_ms,
+                "status": a.response_status,
+                "classification": a.classification,
+                "error": a.error,
+                "request_headers": serde_json::from_str::<serde_json::Value>(&a.request_headers).unwrap_or_default(),
+                "response_body_base64": a.response_body.as_ref().map(|b| b64.encode(b)),
+            })
+        })
+        .collect();
+    json!({
+        "account_id": e.account_id,
+        "delivery_id": d.map(|d| &d.id),
+        "endpoint_id": d.map(|d| &d.endpoint_id),
+        "state": d.map(|d| d.state.as_str()),
+        "created_at": d.map_or(e.created_at, |d| d.created_at),
+        "finished_at": d.and_then(|d| d.finished_at),
+        "last_error": d.and_then(|d| d.last_error.as_ref()),
+        "event": {
+            "id": e.id,
+            "type": e.event_type,
+            "created_at": e.created_at,
+            "payload_base64": b64.encode(&e.payload),
+        },
+        "attempts": attempts,
+    })
+}
+
 fn archive(dir: &Path, batch: &OldHistory, now: Timestamp) -> Result<u64, RetentionError> {
     let fail = |e| RetentionError::Archive(dir.to_path_buf(), e);
     std::fs::create_dir_all(dir).map_err(fail)?;
@@ -98,40 +136,9 @@ fn archive(dir: &Path, batch: &OldHistory, now: Timestamp) -> Result<u64, Retent
         .append(true)
         .open(&path)
         .map_err(fail)?;
-    let b64 = base64::engine::general_purpose::STANDARD;
     let mut lines = 0;
     for (d, e, attempts) in &batch.deliveries {
-        let attempts: Vec<_> = attempts
-            .iter()
-            .map(|a| {
-                json!({
-                    "attempt": a.attempt,
-                    "started_at": a.started_at,
-                    "duration_ms": a.duration_ms,
-                    "status": a.response_status,
-                    "classification": a.classification,
-                    "error": a.error,
-                    "request_headers": serde_json::from_str::<serde_json::Value>(&a.request_headers).unwrap_or_default(),
-                    "response_body_base64": a.response_body.as_ref().map(|b| b64.encode(b)),
-                })
-            })
-            .collect();
-        let line = json!({
-            "account_id": d.account_id,
-            "delivery_id": d.id,
-            "endpoint_id": d.endpoint_id,
-            "state": d.state.as_str(),
-            "created_at": d.created_at,
-            "finished_at": d.finished_at,
-            "last_error": d.last_error,
-            "event": {
-                "id": e.id,
-                "type": e.event_type,
-                "created_at": e.created_at,
-                "payload_base64": b64.encode(&e.payload),
-            },
-            "attempts": attempts,
-        });
+        let line = history_line(e, Some(d), attempts);
         writeln!(file, "{line}").map_err(fail)?;
         lines += 1;
     }

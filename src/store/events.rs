@@ -236,6 +236,7 @@ impl Store {
             only: only.map(str::to_owned),
             now,
             give_up_at,
+            traceparent: None,
         };
         self.insert_events(std::slice::from_ref(&one))
             .await?
@@ -393,6 +394,31 @@ impl Store {
             }
             q.fetch_all(p).await
         })?)
+    }
+
+    /// The account's events created in [since, until), oldest first, after
+    /// the (created_at, id) `after`, at most `limit`: an export's pages.
+    pub async fn events_between(
+        &self,
+        account_id: &str,
+        since: Option<Timestamp>,
+        until: Option<Timestamp>,
+        after: Option<&(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<Event>> {
+        let sql = "SELECT * FROM events WHERE account_id = $1 \
+                     AND ($2 IS NULL OR created_at >= $2) AND ($3 IS NULL OR created_at < $3) \
+                     AND ($4 IS NULL OR created_at > $4 OR (created_at = $4 AND id > $5)) \
+                   ORDER BY created_at, id LIMIT $6";
+        Ok(on_pool!(self, |p| sqlx::query_as::<_, Event>(sql)
+            .bind(account_id)
+            .bind(since.map(Timestamp::millis))
+            .bind(until.map(Timestamp::millis))
+            .bind(after.map(|a| a.0))
+            .bind(after.map(|a| a.1.clone()))
+            .bind(limit)
+            .fetch_all(p)
+            .await)?)
     }
 
     /// A delivery of this account; another account's id is not found.

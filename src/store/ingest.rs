@@ -19,6 +19,8 @@ pub struct NewIngest {
     pub only: Option<String>,
     pub now: Timestamp,
     pub give_up_at: Timestamp,
+    /// The ingest span's `traceparent`, when traces are exported.
+    pub traceparent: Option<String>,
 }
 
 /// The accounts a batch ingests for, each once.
@@ -86,6 +88,7 @@ pub(super) fn fan_out(
                     event_type: e.event_type.clone(),
                     payload: e.payload.clone(),
                     created_at: at,
+                    traceparent: item.traceparent.clone(),
                 },
                 deliveries,
             })

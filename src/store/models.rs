@@ -359,6 +359,10 @@ pub struct Event {
     pub event_type: String,
     pub payload: Vec<u8>,
     pub created_at: i64,
+    /// The ingest span's W3C traceparent (`--otlp-endpoint`); queries that
+    /// have no use for it leave it out.
+    #[sqlx(default)]
+    pub traceparent: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]

@@ -62,6 +62,7 @@ pub async fn connect_pooled(
         writer: None,
         pg_schema: schema.map(str::to_owned),
         secrets: None,
+        node: None,
     })
 }
 
@@ -76,13 +77,14 @@ pub(super) async fn claim_due(
     lease_until: Timestamp,
     limit: i64,
     rules: ClaimRules,
+    token: &str,
 ) -> Result<Vec<Delivery>> {
     Ok(
         sqlx::query_as::<_, Delivery>("SELECT * FROM dakghar_claim_due($1, $2, $3, $4, $5, $6)")
             .bind(now.millis())
             .bind(lease_until.millis())
             .bind(limit)
-            .bind(crate::ids::random_token(16))
+            .bind(token)
             .bind(rules.default_rate)
             .bind(rules.host_cap)
             .fetch_all(pool)
@@ -198,9 +200,10 @@ pub(super) async fn insert_events(
     pool: &PgPool,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
-    let events = "INSERT INTO events (account_id, id, event_type, payload, created_at) \
+    let events = "INSERT INTO events (account_id, id, event_type, payload, created_at, \
+                    traceparent) \
                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
-                    $5::int8[]) \
+                    $5::int8[], $6::text[]) \
                   ON CONFLICT DO NOTHING RETURNING account_id, id";
     let endpoints = "SELECT * FROM endpoints WHERE account_id = ANY($1) AND state <> 'disabled' \
                      ORDER BY created_at, id";
@@ -217,6 +220,7 @@ pub(super) async fn insert_events(
         .bind(column(batch, |n| n.event.event_type.clone()))
         .bind(column(batch, |n| n.event.payload.clone()))
         .bind(column(batch, |n| n.now.millis()))
+        .bind(column(batch, |n| n.traceparent.clone()))
         .fetch_all(&mut *tx)
         .await?;
     let targets: Vec<Endpoint> = sqlx::query_as(endpoints)

@@ -66,9 +66,13 @@ impl Store {
         let mut claimed = match &self.pool {
             Pool::Sqlite(reader) => {
                 let writer = self.writer.as_ref().unwrap_or(reader);
-                sqlite::claim_due(reader, writer, now, lease_until, limit, rules).await?
+                let token = self.claim_token();
+                sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
             }
-            Pool::Postgres(p) => postgres::claim_due(p, now, lease_until, limit, rules).await?,
+            Pool::Postgres(p) => {
+                let token = self.claim_token();
+                postgres::claim_due(p, now, lease_until, limit, rules, &token).await?
+            }
         };
         claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
         Ok(claimed)

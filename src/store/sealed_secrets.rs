@@ -57,6 +57,20 @@ impl Store {
         eps.into_iter().map(|ep| self.opened(ep)).collect()
     }
 
+    /// The endpoints whose stored secrets this key does not open (sealed
+    /// with another key, or altered); reads only.
+    pub async fn secrets_that_do_not_open(&self) -> Result<Vec<String>> {
+        let key = self.secrets_key()?;
+        let sql = "SELECT id, secret, previous_secret FROM endpoints";
+        let rows: Vec<(String, String, Option<String>)> =
+            on_pool!(self, |p| sqlx::query_as(sql).fetch_all(p).await)?;
+        Ok(rows
+            .into_iter()
+            .filter(|(id, secret, _)| key.open(id, secret).is_err())
+            .map(|(id, _, _)| id)
+            .collect())
+    }
+
     /// At start-up: refuses a key that does not open what is stored (a
     /// typo in the key must not look like every signature breaking), then
     /// seals any secret still stored in plaintext. Returns how many it sealed.

@@ -56,6 +56,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         writer: Some(writer),
         pg_schema: None,
         secrets: None,
+        node: None,
     })
 }
 
@@ -129,6 +130,7 @@ pub(super) async fn claim_due(
     lease_until: Timestamp,
     limit: i64,
     rules: ClaimRules,
+    token: &str,
 ) -> Result<Vec<Delivery>> {
     let window = rules.rate_window(now);
     // Most polls and wakes find nothing due: learn that from a plain read
@@ -209,7 +211,7 @@ pub(super) async fn claim_due(
     let mut q = sqlx::query_as::<_, Delivery>(&lease)
         .bind(now.millis())
         .bind(lease_until.millis())
-        .bind(crate::ids::random_token(16));
+        .bind(token);
     for id in &picked {
         q = q.bind(id);
     }
@@ -332,9 +334,9 @@ pub(super) async fn insert_events(
     let mut kept = Vec::with_capacity(batch.len());
     for chunk in batch.chunks(INSERT_CHUNK) {
         let sql = format!(
-            "INSERT INTO events (account_id, id, event_type, payload, created_at) VALUES {} \
-             ON CONFLICT DO NOTHING RETURNING account_id, id",
-            value_rows(chunk.len(), 5, |p| format!("({})", p.join(", ")))
+            "INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
+             VALUES {} ON CONFLICT DO NOTHING RETURNING account_id, id",
+            value_rows(chunk.len(), 6, |p| format!("({})", p.join(", ")))
         );
         let mut q = sqlx::query_as::<_, (String, String)>(&sql);
         for n in chunk {
@@ -343,7 +345,8 @@ pub(super) async fn insert_events(
                 .bind(&n.event.id)
                 .bind(&n.event.event_type)
                 .bind(&n.event.payload)
-                .bind(n.now.millis());
+                .bind(n.now.millis())
+                .bind(&n.traceparent);
         }
         kept.extend(q.fetch_all(&mut *tx).await?);
     }

@@ -12,7 +12,7 @@ use std::{
 
 /// Bottom first.
 const LAYERS: &[&[&str]] = &[
-    &["clock", "ids", "sealing", "auth"],
+    &["clock", "ids", "sealing", "auth", "telemetry"],
     &["store", "metrics"],
     &["jobs"],
     &["delivery"],

@@ -43,4 +43,5 @@ mod smtp_sink;
 mod ssrf;
 mod store;
 mod tcp_proxy;
+mod telemetry;
 mod vacuum;

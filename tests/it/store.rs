@@ -317,6 +317,7 @@ async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: St
         only: only.map(str::to_owned),
         now,
         give_up_at: now.plus(WINDOW),
+        traceparent: None,
     };
     let batch = [
         item(&acme.id, "paid", "invoice.paid", None),
@@ -453,6 +454,7 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
         only: None,
         now,
         give_up_at: now.plus(WINDOW),
+        traceparent: None,
     };
     // Polled together on one thread, all three are queued before the
     // writer runs: they form one group.
