@@ -8,27 +8,52 @@ SHELL := /bin/bash
 TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/node_modules/.bin:$(HOME)/.cargo/bin:$(PATH)
 # Leptos reads this at compile time: the same value for every cargo command
-# keeps `cargo test`, clippy and cargo-leptos from rebuilding each other's crates.
+# keeps `cargo test`, clippy and the release build from rebuilding each other's crates.
 export LEPTOS_OUTPUT_NAME := dakghar
 
 # npm packages under .tools. A `--no-save` install there removes what it
-# does not name, so the bench's install names binaryen too.
+# does not name, so the bench's install names these too.
 BINARYEN = binaryen@132
+ESBUILD = esbuild@0.28.2
+FRONT_TOOLS = $(BINARYEN) $(ESBUILD)
 # The bench's peer, bench/peers/graphile-worker/run.mjs, and its HTTP client.
 GRAPHILE_WORKER_VERSION = 0.17.3
 UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build tools lint test-rust e2e e2e-deps bench fuzz screenshots clean
+.PHONY: run test build site tools lint test-rust e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
 run: build
 	./target/release/dakghar demo
 
-build: tools
-	cargo leptos build --release
+# The release binary with the dashboard's files inside (build.rs embeds
+# target/site): told the site's digest, it recompiles only when that changes.
+build: site
+	DAKGHAR_SITE_DIGEST=$$(cd $(SITE) && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16) \
+	  cargo build --release -p dakghar --bin dakghar
+
+# The dashboard's browser half, built as cargo-leptos builds a release
+# (which this replaces: installing it took 10 of a first run's minutes):
+# the app crate to wasm, wasm-bindgen's glue, wasm-opt -Oz, the stylesheet
+# and public/, minified. Built aside and swapped in whole; skipped when the
+# wasm, the stylesheet and public/ are what the current site was made from.
+SITE := target/site
+WASM := target/wasm32-unknown-unknown/wasm-release/app.wasm
+site: tools
+	cargo build -p app --lib --target wasm32-unknown-unknown --profile wasm-release --no-default-features --features hydrate
+	@sources=$$(sha256sum $(WASM) style/main.css $$(find public -type f | sort) | sha256sum); \
+	if [ -d $(SITE)/pkg ] && [ "$$sources" = "$$(cat $(SITE).sources 2>/dev/null)" ]; then exit 0; fi; \
+	set -x; rm -rf $(SITE).next && mkdir -p $(SITE).next/pkg; \
+	cp -R public/. $(SITE).next/; \
+	wasm-bindgen --target web --no-typescript --out-name dakghar --out-dir $(SITE).next/pkg $(WASM); \
+	wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int $(SITE).next/pkg/dakghar_bg.wasm -o $(SITE).next/pkg/dakghar.wasm; \
+	rm $(SITE).next/pkg/dakghar_bg.wasm; \
+	esbuild --minify --format=esm --log-level=warning --allow-overwrite $(SITE).next/pkg/dakghar.js --outfile=$(SITE).next/pkg/dakghar.js; \
+	esbuild --minify --log-level=warning style/main.css --outfile=$(SITE).next/pkg/dakghar.css; \
+	rm -rf $(SITE) && mv $(SITE).next $(SITE) && echo "$$sources" > $(SITE).sources
 
 test: tools e2e-deps
 	$(MAKE) lint
@@ -59,7 +84,7 @@ bench:
 	@grep -qs '"version": "$(GRAPHILE_WORKER_VERSION)"' $(TOOLS)/node_modules/graphile-worker/package.json \
 	  && grep -qs '"version": "$(UNDICI_VERSION)"' $(TOOLS)/node_modules/undici/package.json \
 	  || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund \
-	       $(BINARYEN) graphile-worker@$(GRAPHILE_WORKER_VERSION) undici@$(UNDICI_VERSION)
+	       $(FRONT_TOOLS) graphile-worker@$(GRAPHILE_WORKER_VERSION) undici@$(UNDICI_VERSION)
 	cargo bench --bench dakghar
 
 # The property tests of the parsers that take outside input (Retry-After,
@@ -75,18 +100,18 @@ fuzz:
 	cargo build -p dakghar --bin dakghar
 	tests/fuzz/api.sh target/debug/dakghar
 
-# The two tools build with their own release profiles, which ask for fat LTO:
-# minutes of a first `make test` for a linker pass that buys them nothing here.
+# wasm-bindgen-cli's own release profile asks for fat LTO: a minute of a
+# first `make test` for a linker pass that buys nothing here.
 TOOL_BUILD = CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 
 tools:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
-	@cargo leptos --version 2>/dev/null | grep -q ' 0\.3\.10' || $(TOOL_BUILD) cargo install cargo-leptos --version 0.3.10 --locked
 	@# wasm-bindgen-cli must match Cargo.lock exactly; its own lockfile names a crate
 	@# version the registry lacks, hence no --locked.
 	@wasm-bindgen --version 2>/dev/null | grep -q ' $(WASM_BINDGEN_VERSION)$$' || $(TOOL_BUILD) cargo install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION)
 	@# wasm-opt from npm's binaryen: Debian's (v108) breaks hydration.
-	@test -x $(TOOLS)/node_modules/.bin/wasm-opt || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund $(BINARYEN)
+	@test -x $(TOOLS)/node_modules/.bin/wasm-opt && test -x $(TOOLS)/node_modules/.bin/esbuild \
+	  || npm install --prefix $(TOOLS) --no-save --no-audit --no-fund $(FRONT_TOOLS)
 
 e2e-deps:
 	@command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)

@@ -19,7 +19,7 @@ fn main() {
     embed_site();
 }
 
-/// The dashboard's files (`cargo leptos build` writes them to target/site)
+/// The dashboard's files (`make site` writes them to target/site)
 /// go inside release binaries; debug builds read the folder at run time.
 ///
 /// A release build embeds a copy in OUT_DIR with brotli and gzip variants

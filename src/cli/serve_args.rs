@@ -32,7 +32,7 @@ pub(super) struct ServeArgs {
     #[arg(long, env = "DAKGHAR_OTLP_ENDPOINT", value_parser = parse_otlp_endpoint)]
     otlp_endpoint: Option<url::Url>,
     /// Serve the dashboard's stylesheet, JS, wasm and public files from this
-    /// folder (cargo-leptos's site root, `target/site`) instead of the copy
+    /// folder (`target/site`, where `make site` builds it) instead of the copy
     /// inside the binary: for working on the dashboard.
     #[arg(long, env = "DAKGHAR_SITE_ROOT")]
     site_root: Option<PathBuf>,

@@ -1,6 +1,6 @@
 //! The dashboard's built files: stylesheet, JS, wasm and `public/`. A
-//! release binary carries them (build.rs embeds what `cargo leptos build`
-//! left in target/site), so it runs alone from any folder; `--site-root`
+//! release binary carries them (build.rs embeds what `make site` left in
+//! target/site), so it runs alone from any folder; `--site-root`
 //! serves a folder instead, for development.
 //!
 //! The bundle is served under `/pkg/<version>/`, the version being a digest
@@ -29,8 +29,8 @@ mod embedded {
 const PKG: &str = "pkg";
 /// The files a dashboard page cannot hydrate without.
 const BUNDLE: [&str; 3] = ["pkg/dakghar.js", "pkg/dakghar.wasm", "pkg/dakghar.css"];
-/// Precompressed variants `cargo leptos build --precompress` writes beside
-/// each file, best first.
+/// Precompressed variants build.rs writes beside each embedded file, best
+/// first.
 const ENCODINGS: [(&str, &str); 2] = [("br", ".br"), ("gzip", ".gz")];
 const FOREVER: &str = "public, max-age=31536000, immutable";
 const REVALIDATE: &str = "no-cache";
