@@ -8,11 +8,15 @@ use std::{collections::HashMap, io::Write};
 use crate::{
     clock::Timestamp,
     jobs::{heartbeat, retention::history_line},
-    store::Store,
+    store::{Delivery, Node, Store},
 };
 
 /// A node silent for this long is called gone.
 const GONE_AFTER_MS: i64 = 3 * heartbeat::EVERY.as_millis() as i64;
+
+fn alive(node: &Node, now: Timestamp) -> bool {
+    now.millis() - node.seen_at <= GONE_AFTER_MS
+}
 
 pub async fn status(store: &Store, now: Timestamp, json: bool) -> Result<String, String> {
     let e = |e: crate::store::StoreError| e.to_string();
@@ -31,7 +35,7 @@ pub async fn status(store: &Store, now: Timestamp, json: bool) -> Result<String,
                     "version": n.version,
                     "started_at": Timestamp(n.started_at).to_rfc3339(),
                     "seen_at": Timestamp(n.seen_at).to_rfc3339(),
-                    "alive": now.millis() - n.seen_at <= GONE_AFTER_MS,
+                    "alive": alive(n, now),
                     "in_flight": held.get(&n.id).copied().unwrap_or(0),
                 })
             })
@@ -60,7 +64,7 @@ pub async fn status(store: &Store, now: Timestamp, json: bool) -> Result<String,
     out.push_str(&format!("nodes          {}\n", nodes.len()));
     for n in &nodes {
         let in_flight = held.remove(&n.id).unwrap_or(0);
-        let state = if now.millis() - n.seen_at <= GONE_AFTER_MS {
+        let state = if alive(n, now) {
             format!("up since {}", Timestamp(n.started_at).to_rfc3339())
         } else {
             format!("gone, last seen {}", Timestamp(n.seen_at).to_rfc3339())
@@ -100,26 +104,25 @@ pub async fn export(
             return Ok(lines);
         };
         after = Some((last.created_at, last.id.clone()));
+        let ids: Vec<&str> = page.iter().map(|ev| ev.id.as_str()).collect();
+        let mut by_event: HashMap<String, Vec<Delivery>> = HashMap::new();
+        for d in store
+            .deliveries_of_events(account_id, &ids)
+            .await
+            .map_err(e)?
+        {
+            by_event.entry(d.event_id.clone()).or_default().push(d);
+        }
         for event in &page {
-            let deliveries = store
-                .deliveries_of_event(account_id, &event.id)
-                .await
-                .map_err(e)?;
-            let mut attempts: HashMap<String, Vec<_>> = HashMap::new();
+            let deliveries = by_event.remove(&event.id).unwrap_or_default();
+            let mut written = Vec::new();
             for d in &deliveries {
-                attempts.insert(
-                    d.id.clone(),
-                    store.attempts_of_delivery(&d.id).await.map_err(e)?,
-                );
+                let attempts = store.attempts_of_delivery(&d.id).await.map_err(e)?;
+                written.push(history_line(event, Some(d), &attempts));
             }
-            let written = if deliveries.is_empty() {
-                vec![history_line(event, None, &[])]
-            } else {
-                deliveries
-                    .iter()
-                    .map(|d| history_line(event, Some(d), &attempts[&d.id]))
-                    .collect()
-            };
+            if deliveries.is_empty() {
+                written.push(history_line(event, None, &[]));
+            }
             for line in written {
                 writeln!(out, "{line}").map_err(|e| format!("cannot write: {e}"))?;
                 lines += 1;

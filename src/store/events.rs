@@ -374,7 +374,7 @@ impl Store {
     }
 
     /// The deliveries of a page of events in one query, oldest first.
-    async fn deliveries_of_events(
+    pub async fn deliveries_of_events(
         &self,
         account_id: &str,
         event_ids: &[&str],
