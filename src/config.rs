@@ -70,6 +70,16 @@ impl Default for SessionSettings {
 }
 
 impl ServeConfig {
+    /// What this node does, as `--role` names it (`none` only in tests).
+    pub fn role(&self) -> &'static str {
+        match (self.run_workers, self.serve_api) {
+            (true, true) => "all",
+            (false, true) => "api",
+            (true, false) => "worker",
+            (false, false) => "none",
+        }
+    }
+
     /// Settings for a test server: any free port, no https.
     pub fn for_tests() -> Self {
         ServeConfig {

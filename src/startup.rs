@@ -45,13 +45,7 @@ impl Application {
         crate::metrics::handle();
         crate::metrics::describe();
         crate::metrics::start_at_zero();
-        let role = match (config.run_workers, config.serve_api) {
-            (true, true) => "all",
-            (false, true) => "api",
-            (true, false) => "worker",
-            (false, false) => "none",
-        };
-        let node = crate::jobs::heartbeat::this_process(role, clock.now().millis());
+        let node = crate::jobs::heartbeat::this_process(config.role(), clock.now().millis());
         let store = store.for_node(&node.id);
         let targets = &config.delivery.targets;
         if targets.allow_private {

@@ -455,12 +455,7 @@ pub(super) async fn check(
             .metrics_listen
             .map_or_else(|| "beside the API".into(), |a| a.to_string()),
     );
-    let role = match (config.run_workers, config.serve_api) {
-        (true, true) => "all",
-        (false, true) => "api",
-        _ => "worker",
-    };
-    line("role", role.into());
+    line("role", config.role().into());
     line("dashboard files", site.describe());
     line(
         "traces",

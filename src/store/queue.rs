@@ -63,14 +63,13 @@ impl Store {
         limit: i64,
         rules: ClaimRules,
     ) -> Result<Vec<Delivery>> {
+        let token = self.claim_token();
         let mut claimed = match &self.pool {
             Pool::Sqlite(reader) => {
                 let writer = self.writer.as_ref().unwrap_or(reader);
-                let token = self.claim_token();
                 sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
             }
             Pool::Postgres(p) => {
-                let token = self.claim_token();
                 postgres::claim_due(p, now, lease_until, limit, rules, &token).await?
             }
         };
