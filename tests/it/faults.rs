@@ -20,7 +20,7 @@ use dakghar::{
 use serde_json::json;
 
 use crate::{
-    helpers::{new_endpoint, spawn_app_with, Raw, TestDb, TEST_SECRETS_KEY},
+    helpers::{new_endpoint, queue_events, spawn_app_with, Raw, TestDb, TEST_SECRETS_KEY},
     receiver::Receiver,
     served::{free_port, tenant, Served, BIN},
     tcp_proxy::TcpProxy,
@@ -327,7 +327,7 @@ async fn a_random_fault_schedule_over_10k_events_leaves_none_missing(db: &TestDb
 
     let mut config = ServeConfig::for_tests();
     // Each tick waits for its slowest attempt: the timeouts set the pace.
-    config.delivery.request_timeout = Duration::from_millis(400);
+    config.delivery.request_timeout = Duration::from_millis(200);
     config.delivery.max_attempts = 4;
     config.delivery.batch_size = 500;
     config.delivery.backoff.base = Duration::from_secs(1);
@@ -350,19 +350,15 @@ async fn a_random_fault_schedule_over_10k_events_leaves_none_missing(db: &TestDb
         endpoint.max_in_flight = 20;
         store.create_endpoint(endpoint, now).await.unwrap();
     }
-    for n in 0..EVENTS {
-        let now = app.clock.now();
-        let event = NewEvent {
-            account_id: account.id.clone(),
-            id: format!("evt_{n:05}"),
-            event_type: format!("t{}", n % ENDPOINTS),
-            payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
-        };
-        store
-            .insert_event(event, now, now.plus(Duration::from_secs(72 * 3600)))
-            .await
-            .unwrap();
-    }
+    let now = app.clock.now();
+    let events = (0..EVENTS).map(|n| NewEvent {
+        account_id: account.id.clone(),
+        id: format!("evt_{n:05}"),
+        event_type: format!("t{}", n % ENDPOINTS),
+        payload: format!(r#"{{"n":{n}}}"#).into_bytes(),
+    });
+    let give_up_at = now.plus(Duration::from_secs(72 * 3600));
+    queue_events(&store, events, now, give_up_at).await;
 
     // Time moves in steps of the breaker's base cooldown.
     for round in 0.. {

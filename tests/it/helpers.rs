@@ -8,12 +8,13 @@ use std::{
 
 use dakghar::{
     auth::password,
-    clock::{Clock, TestClock},
+    clock::{Clock, TestClock, Timestamp},
     config::ServeConfig,
     ids,
     startup::Application,
     store::{
-        postgres, Account, AccountRole, Delivery, DeliveryState, NewEndpoint, Role, Store, User,
+        postgres, Account, AccountRole, Delivery, DeliveryState, NewEndpoint, NewEvent, NewIngest,
+        Role, Store, User,
     },
 };
 use tokio::task::JoinHandle;
@@ -85,6 +86,32 @@ pub const TEST_SECRETS_KEY: &str = "dGVzdCBzZWNyZXRzIGtleSwgMzIgYnl0ZXMgbG9uZyE=
 
 pub fn test_secrets_key() -> dakghar::sealing::SecretsKey {
     dakghar::sealing::SecretsKey::from_base64(TEST_SECRETS_KEY).expect("a valid test key")
+}
+
+/// Queues events as ingest does, in batches: one at a time, each event
+/// reads its account's endpoints again, which dominates a setup of
+/// thousands of events.
+pub async fn queue_events(
+    store: &Store,
+    events: impl IntoIterator<Item = NewEvent>,
+    now: Timestamp,
+    give_up_at: Timestamp,
+) {
+    let items: Vec<NewIngest> = events
+        .into_iter()
+        .map(|event| NewIngest {
+            event,
+            only: None,
+            now,
+            give_up_at,
+            traceparent: None,
+        })
+        .collect();
+    for batch in items.chunks(500) {
+        for inserted in store.insert_events(batch).await.unwrap() {
+            inserted.unwrap();
+        }
+    }
 }
 
 /// An endpoint to create: `types` empty means every event type.
