@@ -377,6 +377,9 @@ pub fn browser() -> reqwest::Client {
     reqwest::Client::builder()
         .cookie_store(true)
         .redirect(reqwest::redirect::Policy::none())
+        // A page that never finishes fails its test, naming the URL, instead
+        // of holding the whole run (one did, once, in a full run on SQLite).
+        .timeout(std::time::Duration::from_secs(60))
         .build()
         .expect("client")
 }
