@@ -22,7 +22,7 @@ UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build site tools lint lint-wasm test-rust e2e e2e-deps bench fuzz screenshots clean
+.PHONY: run test build site tools lint fmt-check lint-wasm test-rust e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -59,14 +59,15 @@ site: tools
 # a `cargo clippy` of its own type-checks every dependency once more, three
 # of a first run's minutes. `make lint` is the same check without the tests.
 test: tools e2e-deps
-	cargo fmt --all --check
-	$(MAKE) lint-wasm
+	$(MAKE) fmt-check lint-wasm
 	$(MAKE) test-rust
 	$(MAKE) e2e
 
-lint: lint-wasm
-	cargo fmt --all --check
+lint: fmt-check lint-wasm
 	cargo clippy -p dakghar --all-targets -- -D warnings
+
+fmt-check:
+	cargo fmt --all --check
 
 lint-wasm:
 	cargo clippy -p app --lib --features hydrate --target wasm32-unknown-unknown -- -D warnings
