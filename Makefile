@@ -22,7 +22,7 @@ UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build site tools lint fmt-check lint-wasm test-rust e2e e2e-deps bench fuzz screenshots clean
+.PHONY: run test build site tools lint fmt-check lint-wasm test-build test-rust e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -32,8 +32,7 @@ run: build
 # The release binary with the dashboard's files inside (build.rs embeds
 # target/site): told the site's digest, it recompiles only when that changes.
 build: site
-	DAKGHAR_SITE_DIGEST=$$(cd $(SITE) && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16) \
-	  cargo build --release -p dakghar --bin dakghar
+	DAKGHAR_SITE_DIGEST=$(SITE_DIGEST) cargo build --release -p dakghar --bin dakghar
 
 # The dashboard's browser half, built as cargo-leptos builds a release
 # (which this replaces: installing it took 10 of a first run's minutes):
@@ -41,6 +40,7 @@ build: site
 # and public/, minified. Built aside and swapped in whole; skipped when the
 # wasm, the stylesheet and public/ are what the current site was made from.
 SITE := target/site
+SITE_DIGEST = $$(cd $(SITE) && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 WASM := target/wasm32-unknown-unknown/wasm-release/app.wasm
 site: tools
 	cargo build -p app --lib --target wasm32-unknown-unknown --profile wasm-release --no-default-features --features hydrate
@@ -55,7 +55,7 @@ site: tools
 	esbuild --minify --log-level=warning style/main.css --outfile=$(SITE).next/pkg/dakghar.css; \
 	rm -rf $(SITE) && mv $(SITE).next $(SITE) && echo "$$sources" > $(SITE).sources
 
-# clippy lints the server's crates as the tests build them (test-rust):
+# clippy lints the server's crates as the tests build them (test-build):
 # a `cargo clippy` of its own type-checks every dependency once more, three
 # of a first run's minutes. `make lint` is the same check without the tests.
 test: tools e2e-deps
@@ -78,18 +78,25 @@ lint-wasm:
 CLIPPY_BUILD = RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" \
   CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-# The Postgres half runs when TEST_DATABASE_URL is set (CI always sets it).
-# --all-targets builds (and so lints) the bench too; the run is the tests.
-test-rust:
-	$(CLIPPY_BUILD) cargo test -p dakghar -p app --features app/ssr --all-targets --no-run
-	$(CLIPPY_BUILD) cargo test -p dakghar -p app --features app/ssr
+# The tests' build: every test target, and the debug binary the browser
+# tests run, with the site inside it as a release binary has it (an
+# optimized build of its own would compile every dependency once more,
+# a third of a first run). --all-targets builds (and so lints) the bench
+# too; the run is the tests. The Postgres half runs when TEST_DATABASE_URL
+# is set (CI always sets it).
+TEST_CARGO = DAKGHAR_SITE_DIGEST=$(SITE_DIGEST) $(CLIPPY_BUILD) cargo test -p dakghar -p app --features app/ssr
+test-build: site
+	$(TEST_CARGO) --all-targets --no-run
 
-e2e: build e2e-deps
-	cd end2end && npx playwright test
+test-rust: test-build
+	$(TEST_CARGO)
+
+e2e: test-build e2e-deps
+	cd end2end && DAKGHAR_BIN=../target/debug/dakghar npx playwright test
 
 # The README's pictures (docs/*.png), from a fresh server; not part of `make test`.
 screenshots: build e2e-deps
-	cd end2end && npx playwright test --config screenshots.config.ts
+	cd end2end && DAKGHAR_BIN=../target/release/dakghar npx playwright test --config screenshots.config.ts
 
 # A benchmark, never part of `make test`: SQLite, plus Postgres when
 # BENCH_DATABASE_URL or TEST_DATABASE_URL names one. BENCH_SIZE=full

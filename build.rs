@@ -19,30 +19,27 @@ fn main() {
     embed_site();
 }
 
-/// The dashboard's files (`make site` writes them to target/site)
-/// go inside release binaries; debug builds read the folder at run time.
+/// The dashboard's files (`make site` writes them to target/site) go
+/// inside every binary, debug ones too (rust-embed's `debug-embed`): the
+/// browser tests run a copy of the test build's binary alone, so it has
+/// to carry its files exactly as a release binary does.
 ///
-/// A release build embeds a copy in OUT_DIR with brotli and gzip variants
-/// beside each text file and the wasm, rewritten only where a file's
-/// content changed (a rewritten file, even the same, would recompile this
-/// crate). `make build` names the site's digest in DAKGHAR_SITE_DIGEST, so
-/// the copy is refreshed exactly when it changes; without it, any change to
-/// the folder refreshes it.
+/// The copy in OUT_DIR has brotli and gzip variants beside each text file
+/// and the wasm, rewritten only where a file's content changed (a
+/// rewritten file, even the same, would recompile this crate). `make`
+/// names the site's digest in DAKGHAR_SITE_DIGEST, so the copy is
+/// refreshed exactly when it changes; without it, any change to the
+/// folder refreshes it. `--site-root` serves the folder itself instead.
 fn embed_site() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
     let built = manifest.join("target").join("site");
-    let folder = if env::var("PROFILE").as_deref() == Ok("release") {
-        println!("cargo:rerun-if-env-changed=DAKGHAR_SITE_DIGEST");
-        if env::var_os("DAKGHAR_SITE_DIGEST").is_none() && built.is_dir() {
-            println!("cargo:rerun-if-changed={}", built.display());
-        }
-        let copy = out.join("site");
-        mirror(&built, &copy).expect("copy target/site for embedding");
-        copy
-    } else {
-        built
-    };
+    println!("cargo:rerun-if-env-changed=DAKGHAR_SITE_DIGEST");
+    if env::var_os("DAKGHAR_SITE_DIGEST").is_none() && built.is_dir() {
+        println!("cargo:rerun-if-changed={}", built.display());
+    }
+    let folder = out.join("site");
+    mirror(&built, &folder).expect("copy target/site for embedding");
     let code = format!(
         "#[derive(rust_embed::Embed)]\n#[folder = {:?}]\n#[allow_missing = true]\npub struct Site;\n",
         folder.display().to_string()

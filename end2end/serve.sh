@@ -7,9 +7,11 @@ port="$1"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/dakghar-e2e.XXXXXX")
 # What ships is one file: the tests run a copy of the binary alone in an
 # empty folder, started from another, so the pages' stylesheet, scripts and
-# wasm can only come from inside it.
+# wasm can only come from inside it. `make test` names the debug binary its
+# tests built (the site embedded as in a release), `make screenshots` the
+# release one.
 mkdir "$tmp/bin" "$tmp/run"
-cp ../target/release/dakghar "$tmp/bin/"
+cp "${DAKGHAR_BIN:-../target/debug/dakghar}" "$tmp/bin/"
 bin="$tmp/bin/dakghar"
 export DAKGHAR_DATABASE_URL="sqlite://$tmp/e2e.db"
 unset DATABASE_URL
