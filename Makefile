@@ -55,13 +55,19 @@ site: tools
 	esbuild --minify --log-level=warning style/main.css --outfile=$(SITE).next/pkg/dakghar.css; \
 	rm -rf $(SITE) && mv $(SITE).next $(SITE) && echo "$$sources" > $(SITE).sources
 
-# clippy lints the server's crates as the tests build them (test-build):
-# a `cargo clippy` of its own type-checks every dependency once more, three
-# of a first run's minutes. `make lint` is the same check without the tests.
-test: tools e2e-deps
-	$(MAKE) fmt-check lint-wasm
-	$(MAKE) test-rust
-	$(MAKE) e2e
+# Steps that do not need each other run side by side: alone, each leaves
+# much of the two cores idle (wasm-opt and the wasm link run on one; the
+# Rust tests and the browser tests wait on sockets, timers and Chromium).
+# Each step's output is printed whole when it ends. clippy lints the
+# server's crates as the tests build them (test-build): a `cargo clippy`
+# of its own type-checks every dependency once more, three of a first
+# run's minutes. `make lint` is the same check without the tests.
+SIDE_BY_SIDE = $(MAKE) --jobs=3 --output-sync=recurse
+test:
+	$(SIDE_BY_SIDE) tools e2e-deps
+	$(SIDE_BY_SIDE) fmt-check lint-wasm site
+	$(MAKE) test-build
+	$(SIDE_BY_SIDE) test-rust e2e
 
 lint: fmt-check lint-wasm
 	cargo clippy -p dakghar --all-targets -- -D warnings
