@@ -22,7 +22,7 @@ UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build site tools lint fmt-check lint-wasm test-build test-rust e2e e2e-deps bench fuzz screenshots clean
+.PHONY: run test build site tools lint fmt-check lint-wasm test-build test-rust test-cluster test-others e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -40,6 +40,13 @@ build: site
 # and public/, minified. Built aside and swapped in whole; skipped when the
 # wasm, the stylesheet and public/ are what the current site was made from.
 SITE := target/site
+# Brotli 11 and gzip 9 variants beside each text file and the wasm, for
+# the server to send by Accept-Encoding. Node's zlib is native code; the
+# same in build.rs (its fallback) runs unoptimized there: 55 s a build.
+export PRECOMPRESS = const fs = require("fs"), z = require("zlib"); \
+  for (const f of process.argv.slice(1)) { const data = fs.readFileSync(f); \
+    fs.writeFileSync(f + ".br", z.brotliCompressSync(data, { params: { [z.constants.BROTLI_PARAM_QUALITY]: 11 } })); \
+    fs.writeFileSync(f + ".gz", z.gzipSync(data, { level: 9 })); }
 SITE_DIGEST = $$(cd $(SITE) && find . -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 WASM := target/wasm32-unknown-unknown/wasm-release/app.wasm
 site: tools
@@ -53,6 +60,7 @@ site: tools
 	rm $(SITE).next/pkg/dakghar_bg.wasm; \
 	esbuild --minify --format=esm --log-level=warning --allow-overwrite $(SITE).next/pkg/dakghar.js --outfile=$(SITE).next/pkg/dakghar.js; \
 	esbuild --minify --log-level=warning style/main.css --outfile=$(SITE).next/pkg/dakghar.css; \
+	node -e "$$PRECOMPRESS" $$(find $(SITE).next -type f -regex '.*\.\(js\|wasm\|css\|svg\|html\|json\|txt\)'); \
 	rm -rf $(SITE) && mv $(SITE).next $(SITE) && echo "$$sources" > $(SITE).sources
 
 # Steps that do not need each other run side by side: alone, each leaves
@@ -67,7 +75,7 @@ test:
 	$(SIDE_BY_SIDE) tools e2e-deps
 	$(SIDE_BY_SIDE) fmt-check lint-wasm site
 	$(MAKE) test-build
-	$(SIDE_BY_SIDE) test-rust e2e
+	$(SIDE_BY_SIDE) test-cluster test-others e2e
 
 lint: fmt-check lint-wasm
 	cargo clippy -p dakghar --all-targets -- -D warnings
@@ -96,6 +104,16 @@ test-build: site
 
 test-rust: test-build
 	$(TEST_CARGO)
+
+# make test runs the cluster test (three nodes and a kill: minutes, mostly
+# waiting) beside the other Rust tests and the browser tests.
+OTHER_TESTS = $(filter-out cluster,$(basename $(notdir $(wildcard tests/*.rs))) \
+  $(patsubst tests/%/main.rs,%,$(wildcard tests/*/main.rs)))
+test-cluster: test-build
+	$(TEST_CARGO) --test cluster
+test-others: test-build
+	$(TEST_CARGO) --lib --bins $(addprefix --test ,$(OTHER_TESTS))
+	$(TEST_CARGO) --doc
 
 e2e: test-build e2e-deps
 	cd end2end && DAKGHAR_BIN=../target/debug/dakghar npx playwright test

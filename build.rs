@@ -25,7 +25,8 @@ fn main() {
 /// to carry its files exactly as a release binary does.
 ///
 /// The copy in OUT_DIR has brotli and gzip variants beside each text file
-/// and the wasm, rewritten only where a file's content changed (a
+/// and the wasm (made here only where `make site` did not make them),
+/// rewritten only where a file's content changed (a
 /// rewritten file, even the same, would recompile this crate). `make`
 /// names the site's digest in DAKGHAR_SITE_DIGEST, so the copy is
 /// refreshed exactly when it changes; without it, any change to the
@@ -103,6 +104,11 @@ fn mirror(from: &Path, to: &Path) -> std::io::Result<()> {
                     for (suffix, compress) in VARIANTS {
                         let mut name = name.clone();
                         name.push(suffix);
+                        // `make site` writes the variants (natively, in
+                        // seconds); they are then copied like any file.
+                        if from.join(&name).is_file() {
+                            continue;
+                        }
                         let variant = to.join(&name);
                         if changed || !variant.is_file() {
                             fs::write(&variant, compress(&data)?)?;
