@@ -22,7 +22,7 @@ UNDICI_VERSION = 7.30.2
 
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"$$/\1/p;}' Cargo.lock)
 
-.PHONY: run test build site tools lint fmt-check lint-wasm test-build test-rust test-cluster test-others e2e e2e-deps bench fuzz screenshots clean
+.PHONY: run test build site tools lint fmt-check lint-wasm test-build test-rust e2e e2e-deps bench fuzz screenshots clean
 
 # The first experience: a demo account with live traffic. `serve` is the
 # same server without the demo data (see the README).
@@ -75,7 +75,7 @@ test:
 	$(SIDE_BY_SIDE) tools e2e-deps
 	$(SIDE_BY_SIDE) fmt-check lint-wasm site
 	$(MAKE) test-build
-	$(SIDE_BY_SIDE) test-cluster test-others e2e
+	$(SIDE_BY_SIDE) test-rust e2e
 
 lint: fmt-check lint-wasm
 	cargo clippy -p dakghar --all-targets -- -D warnings
@@ -104,16 +104,6 @@ test-build: site
 
 test-rust: test-build
 	$(TEST_CARGO)
-
-# make test runs the cluster test (three nodes and a kill: minutes, mostly
-# waiting) beside the other Rust tests and the browser tests.
-OTHER_TESTS = $(filter-out cluster,$(basename $(notdir $(wildcard tests/*.rs))) \
-  $(patsubst tests/%/main.rs,%,$(wildcard tests/*/main.rs)))
-test-cluster: test-build
-	$(TEST_CARGO) --test cluster
-test-others: test-build
-	$(TEST_CARGO) --lib --bins $(addprefix --test ,$(OTHER_TESTS))
-	$(TEST_CARGO) --doc
 
 e2e: test-build e2e-deps
 	cd end2end && DAKGHAR_BIN=../target/debug/dakghar npx playwright test
