@@ -25,12 +25,12 @@ fn main() {
 /// to carry its files exactly as a release binary does.
 ///
 /// The copy in OUT_DIR has brotli and gzip variants beside each text file
-/// and the wasm (made here only where `make site` did not make them),
-/// rewritten only where a file's content changed (a
-/// rewritten file, even the same, would recompile this crate). `make`
-/// names the site's digest in DAKGHAR_SITE_DIGEST, so the copy is
-/// refreshed exactly when it changes; without it, any change to the
-/// folder refreshes it. `--site-root` serves the folder itself instead.
+/// and the wasm (made here only where `make site` did not make them), and
+/// is rewritten only where a file's content changed (a rewritten file,
+/// even the same, would recompile this crate). `make` names the site's
+/// digest in DAKGHAR_SITE_DIGEST, so the copy is refreshed exactly when it
+/// changes; without it, any change to the folder refreshes it.
+/// `--site-root` serves the folder itself instead.
 fn embed_site() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var("OUT_DIR").expect("OUT_DIR"));
