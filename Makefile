@@ -97,8 +97,11 @@ CLIPPY_BUILD = RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-dri
 # optimized build of its own would compile every dependency once more,
 # a third of a first run). --all-targets builds (and so lints) the bench
 # too; the run is the tests. The Postgres half runs when TEST_DATABASE_URL
-# is set (CI always sets it).
-TEST_CARGO = DAKGHAR_SITE_DIGEST=$(SITE_DIGEST) $(CLIPPY_BUILD) cargo test -p dakghar -p app --features app/ssr
+# is set (CI always sets it). Beside other steps (make test), make hands
+# cargo a jobserver whose descriptors it does not keep open for it; without
+# MAKEFLAGS, cargo uses its own instead of warning about each.
+TEST_CARGO = MAKEFLAGS= MFLAGS= DAKGHAR_SITE_DIGEST=$(SITE_DIGEST) $(CLIPPY_BUILD) \
+  cargo test -p dakghar -p app --features app/ssr
 test-build: site
 	$(TEST_CARGO) --all-targets --no-run
 
