@@ -42,7 +42,8 @@ build: site
 SITE := target/site
 # Brotli 11 and gzip 9 variants beside each text file and the wasm, for
 # the server to send by Accept-Encoding. Node's zlib is native code; the
-# same in build.rs (its fallback) runs unoptimized there: 55 s a build.
+# same in build.rs (its fallback, for the files its `compressible` names,
+# as the find below does) runs unoptimized there: 55 s a build.
 export PRECOMPRESS = const fs = require("fs"), z = require("zlib"); \
   for (const f of process.argv.slice(1)) { const data = fs.readFileSync(f); \
     fs.writeFileSync(f + ".br", z.brotliCompressSync(data, { params: { [z.constants.BROTLI_PARAM_QUALITY]: 11 } })); \
