@@ -3,7 +3,7 @@
 //! out, invitations, password resets, portal links), so everything works
 //! with JavaScript off.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use app::{model::Brand, port::DashboardRef, shell, App};
 use axum::{
@@ -15,7 +15,7 @@ use axum::{
     Router,
 };
 use leptos::prelude::*;
-use leptos_axum::{generate_route_list, LeptosRoutes};
+use leptos_axum::{generate_route_list, AxumRouteListing, LeptosRoutes};
 
 use super::{account_links, login, portal, protect, site_files::SiteFiles, Adapter};
 use crate::context::AppState;
@@ -45,7 +45,7 @@ pub fn routes(
         .route("/portal/{token}", get(portal::open))
         .leptos_routes_with_context(
             state,
-            generate_route_list(App),
+            page_routes(),
             move || {
                 provide_context(dashboard.clone());
                 provide_context(brand.clone());
@@ -59,6 +59,15 @@ pub fn routes(
         .fallback(move |State(state): State<AppState>, req: Request<Body>| {
             site_file_or_not_found(state, Arc::clone(&site), req)
         })
+}
+
+/// The pages' routes, found once per process: finding them renders the app
+/// with every resource's loading held back, and that hold is one flag for
+/// the whole process, so a page rendering in another server of the same
+/// process meanwhile (the tests run many) waited forever on its data.
+fn page_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES.get_or_init(|| generate_route_list(App)).clone()
 }
 
 /// The dashboard's built files, else the app's not-found page.
