@@ -134,62 +134,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn path_segments_round_trip_once() {
-        for id in [
-            "evt_1",
-            "x/a?b=c#d%20e",
-            "plain%41",
-            "100%",
-            "ünï cødé",
-            "%zz",
-        ] {
-            assert_eq!(from_path_segment(&path_segment(id)), id, "{id}");
-        }
-        assert_eq!(from_path_segment("plain%2541"), "plain%41");
-        assert_eq!(from_path_segment("bad%4"), "bad%4");
-    }
-
-    #[test]
-    fn datetime_local_is_the_wall_clock_of_the_offset() {
-        assert_eq!(datetime_local(951_782_400_000, 0), "2000-02-29T00:00");
-        assert_eq!(datetime_local(951_782_400_000, -90), "2000-02-28T22:30");
-        assert_eq!(datetime_local(951_782_459_999, 330), "2000-02-29T05:30");
-    }
-
-    #[test]
-    fn times_in_utc() {
-        assert_eq!(time(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(time(951_782_400_000), "2000-02-29 00:00:00 UTC");
-        assert_eq!(time(1_796_000_000_123), "2026-11-30 00:53:20 UTC");
-        assert_eq!(time(-1_000), "1969-12-31 23:59:59 UTC");
-    }
-
-    #[test]
-    fn times_in_another_zone_and_for_machines() {
-        let t = 1_796_000_000_123; // 2026-11-30 00:53:20 UTC
-        assert_eq!(time_at_offset(t, 360), "2026-11-30 06:53:20 UTC+06:00");
-        assert_eq!(time_at_offset(t, -330), "2026-11-29 19:23:20 UTC-05:30");
-        assert_eq!(time_at_offset(t, 0), time(t));
-        assert_eq!(iso(t), "2026-11-30T00:53:20Z");
-    }
-
-    #[test]
-    fn durations_and_distances() {
-        assert_eq!(duration_ms(42), "42 ms");
-        assert_eq!(duration_ms(2_400), "2.4 s");
-        assert_eq!(duration_ms(185_000), "3 min 5 s");
-        assert_eq!(relative(61_000, 0), "in 1 min");
-        assert_eq!(relative(0, 12_000), "12 s ago");
-        assert_eq!(relative(7_200_000, 0), "in 2 h 0 min");
-        assert_eq!(relative(500, 0), "now");
-    }
-}
-
 /// A count with its thousands apart, as in "1 204 deliveries".
 pub fn count(n: i64) -> String {
     let digits = n.unsigned_abs().to_string();
@@ -217,20 +161,4 @@ pub fn deliveries(n: i64) -> String {
 /// A duration, or a dash where there is none to show.
 pub fn optional_ms(ms: Option<i64>) -> String {
     ms.map_or_else(|| "—".to_string(), duration_ms)
-}
-
-#[cfg(test)]
-mod count_tests {
-    #[test]
-    fn thousands_are_set_apart() {
-        for (n, shown) in [
-            (0, "0"),
-            (999, "999"),
-            (1204, "1\u{202f}204"),
-            (1_000_000, "1\u{202f}000\u{202f}000"),
-            (-4500, "-4\u{202f}500"),
-        ] {
-            assert_eq!(super::count(n), shown);
-        }
-    }
 }
