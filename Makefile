@@ -118,9 +118,10 @@ CLIPPY_BUILD = $(CLIPPY_WARN) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_H
 # a third of a first run). --bench builds (and so lints) the bench too;
 # --tests, unlike --all-targets, leaves out the targets marked `test =
 # false` in Cargo.toml. The run is the tests. The Postgres half runs when
-# TEST_DATABASE_URL is set (CI always sets it). Beside other steps (make test), make hands
-# cargo a jobserver whose descriptors it does not keep open for it; without
-# MAKEFLAGS, cargo uses its own instead of warning about each.
+# TEST_DATABASE_URL is set (CI always sets it). Beside other steps (make
+# test), make hands cargo a jobserver whose descriptors it does not keep
+# open for it; without MAKEFLAGS, cargo uses its own instead of warning
+# about each.
 TEST_CARGO = MAKEFLAGS= MFLAGS= DAKGHAR_SITE_DIGEST=$(SITE_DIGEST) $(CLIPPY_BUILD) \
   cargo test -p dakghar -p app --features app/ssr
 test-build: site
