@@ -124,33 +124,43 @@ impl Store {
         ] {
             self.delete_rows(sql, id).await?;
         }
-        let attempts = "DELETE FROM attempts WHERE delivery_id IN \
-                        (SELECT id FROM deliveries WHERE account_id = $1 LIMIT $2)";
-        let deliveries = "DELETE FROM deliveries WHERE id IN \
-                          (SELECT id FROM deliveries WHERE account_id = $1 LIMIT $2)";
+        // Endpoint by endpoint: on Postgres deliveries and attempts do not
+        // follow their endpoint by cascade (migration 0022), and each
+        // endpoint's purge takes what an ingest or a worker wrote meanwhile.
+        // Every delivery of the account is one of its endpoints'.
         loop {
-            gone.attempts += self.delete_batch(attempts, id).await?;
-            let n = self.delete_batch(deliveries, id).await?;
-            gone.deliveries += n;
-            if n == 0 {
+            let endpoints: Vec<String> = on_writer!(self, |p| sqlx::query_scalar(
+                "SELECT id FROM endpoints WHERE account_id = $1 ORDER BY id LIMIT $2"
+            )
+            .bind(id)
+            .bind(super::DELETE_BATCH)
+            .fetch_all(p)
+            .await)?;
+            if endpoints.is_empty() {
                 break;
+            }
+            for endpoint in &endpoints {
+                on_writer!(self, |p| sqlx::query(
+                    "UPDATE endpoints SET state = 'disabled' WHERE id = $1"
+                )
+                .bind(endpoint)
+                .execute(p)
+                .await
+                .map(|_| ()))?;
+                let (deliveries, attempts) = self.purge_endpoint(endpoint).await?;
+                gone.deliveries += deliveries;
+                gone.attempts += attempts;
+                gone.endpoints += 1;
             }
         }
         gone.events = self
-            .delete_until_none(
+            .delete_in_batches(
                 "DELETE FROM events WHERE account_id = $1 AND id IN \
                  (SELECT id FROM events WHERE account_id = $1 LIMIT $2)",
                 id,
             )
             .await?;
-        gone.endpoints = self
-            .delete_until_none(
-                "DELETE FROM endpoints WHERE id IN \
-                 (SELECT id FROM endpoints WHERE account_id = $1 LIMIT $2)",
-                id,
-            )
-            .await?;
-        self.delete_until_none(
+        self.delete_in_batches(
             "DELETE FROM notifications WHERE id IN \
              (SELECT id FROM notifications WHERE account_id = $1 LIMIT $2)",
             id,
@@ -162,26 +172,6 @@ impl Store {
         self.delete_rows("DELETE FROM accounts WHERE id = $1", id)
             .await?;
         Ok(gone)
-    }
-
-    async fn delete_until_none(&self, sql: &str, id: &str) -> Result<u64> {
-        let mut total = 0;
-        loop {
-            let n = self.delete_batch(sql, id).await?;
-            total += n;
-            if n == 0 {
-                return Ok(total);
-            }
-        }
-    }
-
-    async fn delete_batch(&self, sql: &str, id: &str) -> Result<u64> {
-        Ok(on_writer!(self, |p| sqlx::query(sql)
-            .bind(id)
-            .bind(super::DELETE_BATCH)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?)
     }
 
     async fn delete_rows(&self, sql: &str, id: &str) -> Result<u64> {

@@ -32,13 +32,15 @@ impl Store {
         Ok(out)
     }
 
-    /// Deletes these deliveries (attempts follow by cascade) if they are
-    /// still finished, then their events if no delivery is left. One
-    /// transaction per batch. Returns (deliveries, events) deleted.
+    /// Deletes these deliveries and their attempts if they are still
+    /// finished, then their events if no delivery is left. One transaction
+    /// per batch. Returns (deliveries, events) deleted.
     pub async fn delete_history(&self, batch: &OldHistory) -> Result<(u64, u64)> {
         // Unchanged since it was read (a resend in between makes it new work).
         let delete_delivery = "DELETE FROM deliveries WHERE id = $1 AND updated_at = $2 \
                                AND state IN ('delivered', 'failed', 'expired')";
+        // No cascade on Postgres, where deliveries are partitioned (migration 0022).
+        let delete_attempts = "DELETE FROM attempts WHERE delivery_id = $1";
         let delete_event = "DELETE FROM events WHERE account_id = $1 AND id = $2 \
                             AND NOT EXISTS (SELECT 1 FROM deliveries d \
                               WHERE d.account_id = events.account_id AND d.event_id = events.id)";
@@ -46,12 +48,19 @@ impl Store {
             let mut tx = p.begin().await?;
             let (mut deliveries, mut events) = (0, 0);
             for (d, e, _) in &batch.deliveries {
-                deliveries += sqlx::query(delete_delivery)
+                let gone = sqlx::query(delete_delivery)
                     .bind(&d.id)
                     .bind(d.updated_at)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
+                if gone > 0 {
+                    sqlx::query(delete_attempts)
+                        .bind(&d.id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                deliveries += gone;
                 events += sqlx::query(delete_event)
                     .bind(&e.account_id)
                     .bind(&e.id)

@@ -109,6 +109,20 @@ async fn retention_deletes_only_old_finished_history_and_archives_it_first(store
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 3);
+    // Attempts go with their delivery (by hand on Postgres, where nothing
+    // cascades to them: migration 0022).
+    let with_deliveries = lines
+        .iter()
+        .filter_map(|l| Some((l, l["delivery_id"].as_str()?)));
+    assert_eq!(with_deliveries.clone().count(), 3, "{lines:?}");
+    for (line, id) in with_deliveries {
+        assert!(!line["attempts"].as_array().unwrap().is_empty(), "{line}");
+        assert_eq!(
+            store.attempts_of_delivery(id).await.unwrap().len(),
+            0,
+            "the attempts of {id}"
+        );
+    }
     let failed = lines
         .iter()
         .find(|l| l["event"]["id"] == "old_failed")
