@@ -263,8 +263,10 @@ impl Store {
         matches!(self.pool, Pool::Postgres(_))
     }
 
-    /// Vacuums `deliveries` if the policy says it is due (or finds a vacuum
-    /// already at it), returning the dead rows Postgres counted beforehand;
+    /// Vacuums the partitions of `deliveries` that rows pass through
+    /// (waiting, in flight) where the policy says it is due (or finds a
+    /// vacuum already at it), returning the rows that died or passed
+    /// through them since their last vacuum;
     /// `None` when nothing was due, and always on SQLite, which keeps no
     /// dead rows in its indexes.
     pub async fn vacuum_deliveries_if_churned(&self, policy: &VacuumPolicy) -> Result<Option<i64>> {

@@ -39,15 +39,47 @@ impl StoreError {
             sqlx::Error::Database(db) => {
                 let code = db.code().unwrap_or_default();
                 // SQLite: SQLITE_BUSY and SQLITE_LOCKED (with extended codes).
-                // Postgres: connection exceptions (08…), and the server
-                // shutting down or starting up (57P01–57P03).
+                // Postgres: connection exceptions (08…), the server
+                // shutting down or starting up (57P01–57P03), and a row
+                // another transaction moved to another partition meanwhile
+                // (40001; deliveries are partitioned by state).
                 matches!(code.as_ref(), "5" | "6" | "261" | "262" | "517")
                     || code.starts_with("08")
-                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
+                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001")
             }
             _ => false,
         }
     }
+}
+
+impl StoreError {
+    /// Postgres refused a change to a row that another transaction had
+    /// just moved to another partition (40001; deliveries are partitioned
+    /// by state, migration 0022). Run again, the statement finds the row
+    /// where it went, or finds it gone.
+    fn is_moved(&self) -> bool {
+        matches!(self, StoreError::Database(sqlx::Error::Database(db))
+            if db.code().as_deref() == Some("40001"))
+    }
+}
+
+/// Runs `op` again, a few times, while it fails with `is_moved`: the
+/// engine's own writes (claims, results, hand-backs, lease rescue) race
+/// each other on the same rows only at a lease's end, and must not fail
+/// for it.
+pub(super) async fn retry_moved<T, E, F, Fut>(mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, E>>,
+    StoreError: From<E>,
+{
+    for _ in 0..3 {
+        match op().await.map_err(StoreError::from) {
+            Err(e) if e.is_moved() => continue,
+            other => return other,
+        }
+    }
+    op().await.map_err(StoreError::from)
 }
 
 impl From<sqlx::Error> for StoreError {

@@ -138,6 +138,12 @@ pub(super) async fn complete_attempts(
                     $11::text[])";
     let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
     let mut tx = pool.begin().await?;
+    // The in-flight partition is small and churns faster than its
+    // statistics follow: planned by them, the batch's rows were found by
+    // scanning it once per row rather than by id.
+    sqlx::query("SET LOCAL enable_seqscan = off")
+        .execute(&mut *tx)
+        .await?;
     let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
@@ -205,8 +211,11 @@ pub(super) async fn insert_events(
                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
                     $5::int8[], $6::text[]) \
                   ON CONFLICT DO NOTHING RETURNING account_id, id";
+    // Key-share locked, so deleting one of them waits for this group to
+    // commit and then finds its deliveries (they have no foreign keys,
+    // migration 0022).
     let endpoints = "SELECT * FROM endpoints WHERE account_id = ANY($1) AND state <> 'disabled' \
-                     ORDER BY created_at, id";
+                     ORDER BY created_at, id FOR KEY SHARE";
     let deliveries = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
                         next_attempt_at, give_up_at, created_at, updated_at) \
                       SELECT i.id, i.account_id, i.event_id, i.endpoint_id, 'pending', i.at, \
@@ -258,13 +267,21 @@ fn column<R, T>(rows: &[R], field: impl Fn(&R) -> T) -> Vec<T> {
 // a claim, against 65 buffers after a plain `VACUUM` (1.7 s). Autovacuum
 // gets there eventually, but its naptime (a minute by default) and cost
 // throttling leave new events waiting behind slow claims meanwhile.
+//
+// With deliveries partitioned by state (migration 0022) a claim moves a
+// row out of `pending_deliveries` and a result out of
+// `in_flight_deliveries`: every row inserted into either leaves dead index
+// entries behind when it goes. Postgres's dead-row count undercounts them
+// (reading a page prunes its dead rows, not their index entries), so the
+// job counts the rows inserted since the last vacuum as well.
 
-/// When a node vacuums `deliveries` itself.
+/// When a node vacuums the deliveries that are waiting or in flight itself.
 #[derive(Debug, Clone)]
 pub struct VacuumPolicy {
-    /// How often the node looks at the table's dead-row count.
+    /// How often the node looks at the partitions' statistics.
     pub every: Duration,
-    /// Vacuum once at least this many dead rows are waiting.
+    /// Vacuum a partition once at least this many rows died or passed
+    /// through it since its last vacuum.
     pub dead_rows: i64,
     /// ...and no vacuum (ours or autovacuum's) ran in this long.
     pub min_gap: Duration,
@@ -286,26 +303,35 @@ impl Default for VacuumPolicy {
     }
 }
 
+/// The partitions rows pass through (migration 0022); the history is only
+/// inserted into, which autovacuum keeps up with.
+const CHURNED: [&str; 2] = ["pending_deliveries", "in_flight_deliveries"];
+
 /// See `Store::vacuum_deliveries_if_churned`.
 pub(super) async fn vacuum_deliveries_if_churned(
     pool: &PgPool,
     policy: &VacuumPolicy,
 ) -> Result<Option<i64>> {
-    let (dead, since): (i64, Option<f64>) = sqlx::query_as(
-        "SELECT n_dead_tup, \
-                EXTRACT(EPOCH FROM now() - GREATEST(last_vacuum, last_autovacuum))::float8 \
-         FROM pg_stat_user_tables WHERE relid = 'deliveries'::regclass",
-    )
-    .fetch_one(pool)
-    .await?;
-    let recently = since.is_some_and(|s| s < policy.min_gap.as_secs_f64());
-    if dead < policy.dead_rows || recently {
-        return Ok(None);
-    }
-    // SKIP_LOCKED: if autovacuum or another node is already at it, that
-    // vacuum does the job and this one returns at once.
-    sqlx::raw_sql("VACUUM (SKIP_LOCKED) deliveries")
-        .execute(pool)
+    let mut vacuumed = None;
+    for table in CHURNED {
+        let (dead, since): (i64, Option<f64>) = sqlx::query_as(
+            "SELECT GREATEST(n_dead_tup, n_ins_since_vacuum), \
+                    EXTRACT(EPOCH FROM now() - GREATEST(last_vacuum, last_autovacuum))::float8 \
+             FROM pg_stat_user_tables WHERE relid = $1::regclass",
+        )
+        .bind(table)
+        .fetch_one(pool)
         .await?;
-    Ok(Some(dead))
+        let recently = since.is_some_and(|s| s < policy.min_gap.as_secs_f64());
+        if dead < policy.dead_rows || recently {
+            continue;
+        }
+        // SKIP_LOCKED: if autovacuum or another node is already at it, that
+        // vacuum does the job and this one returns at once.
+        sqlx::raw_sql(&format!("VACUUM (SKIP_LOCKED) {table}"))
+            .execute(pool)
+            .await?;
+        *vacuumed.get_or_insert(0) += dead;
+    }
+    Ok(vacuumed)
 }

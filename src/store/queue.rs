@@ -10,6 +10,7 @@ use std::{collections::HashMap, sync::LazyLock};
 use super::{
     claim_rules::ClaimRules,
     completion::{AttemptRecord, Completion, Transition},
+    error::retry_moved,
     ingest::NewIngest,
     postgres,
     sql::{placeholders, UNCLAIMED},
@@ -70,7 +71,8 @@ impl Store {
                 sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
             }
             Pool::Postgres(p) => {
-                postgres::claim_due(p, now, lease_until, limit, rules, &token).await?
+                retry_moved(|| postgres::claim_due(p, now, lease_until, limit, rules, &token))
+                    .await?
             }
         };
         claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
@@ -107,7 +109,7 @@ impl Store {
             Pool::Sqlite(p) => {
                 sqlite::complete_attempts(self.writer.as_ref().unwrap_or(p), batch).await
             }
-            Pool::Postgres(p) => postgres::complete_attempts(p, batch).await,
+            Pool::Postgres(p) => retry_moved(|| postgres::complete_attempts(p, batch)).await,
         }
     }
 
@@ -161,12 +163,14 @@ impl Store {
             "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = $1 \
              WHERE state = 'in_flight' AND lease_until <= $1"
         );
-        let done = on_writer!(self, |p| sqlx::query(&sql)
-            .bind(now.millis())
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
-        Ok(done)
+        retry_moved(|| async {
+            on_writer!(self, |p| sqlx::query(&sql)
+                .bind(now.millis())
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))
+        })
+        .await
     }
 
     /// Expires the pending deliveries of endpoints no claim takes (paused,
@@ -271,17 +275,20 @@ impl Store {
                 Some(now.millis()),
             ),
         };
-        let n = on_writer!(self, |p| sqlx::query(&SQL)
-            .bind(state.as_str())
-            .bind(next_at)
-            .bind(error)
-            .bind(finished_at)
-            .bind(now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()))?;
+        let n = retry_moved(|| async {
+            on_writer!(self, |p| sqlx::query(&SQL)
+                .bind(state.as_str())
+                .bind(next_at)
+                .bind(error)
+                .bind(finished_at)
+                .bind(now.millis())
+                .bind(&claimed.id)
+                .bind(&claimed.claim_token)
+                .execute(p)
+                .await
+                .map(|r| r.rows_affected()))
+        })
+        .await?;
         claim_held(n, claimed)
     }
 

@@ -28,6 +28,7 @@ mod login;
 mod metrics;
 mod openapi;
 mod operations;
+mod partitions;
 mod platforms;
 mod quotas;
 mod receiver;

@@ -104,8 +104,9 @@ async fn sqlite_needs_no_vacuum_job() {
     db.finish().await;
 }
 
-/// Queues `events` (one delivery each) and rewrites every delivery
-/// `rounds` times, leaving a dead row version behind each time.
+/// Queues `events` (one delivery each) and moves every delivery out of
+/// the waiting partition and back `rounds` times, leaving dead index
+/// entries behind each time.
 async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
     let clock = TestClock::starting_now();
     let now = clock.now();
@@ -131,9 +132,16 @@ async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
                 .unwrap();
         }
     }
+    // A claim and its result, in effect: each round moves every row into
+    // the in-flight partition and back (migration 0022).
     for _ in 0..rounds {
         store
-            .execute_script("UPDATE deliveries SET updated_at = updated_at + 1")
+            .execute_script(
+                "UPDATE deliveries SET state = 'in_flight', lease_until = 1, claim_token = 't' \
+                   WHERE state = 'pending'; \
+                 UPDATE deliveries SET state = 'pending', lease_until = NULL, claim_token = NULL \
+                   WHERE state = 'in_flight'",
+            )
             .await
             .unwrap();
     }
@@ -159,16 +167,18 @@ async fn table_stat(raw: &Raw, column: &str) -> i64 {
     let Raw::Postgres(pool) = raw else {
         unreachable!("postgres only");
     };
+    // The churned rows are waiting ones: their partition (migration 0022).
     sqlx::query_scalar(&format!(
-        "SELECT {column} FROM pg_stat_user_tables WHERE relid = 'deliveries'::regclass"
+        "SELECT {column} FROM pg_stat_user_tables WHERE relid = 'pending_deliveries'::regclass"
     ))
     .fetch_one(pool)
     .await
     .unwrap()
 }
 
+/// What the job counts: rows that died or passed through since the last vacuum.
 async fn dead_rows(raw: &Raw) -> i64 {
-    table_stat(raw, "n_dead_tup").await
+    table_stat(raw, "GREATEST(n_dead_tup, n_ins_since_vacuum)").await
 }
 
 /// Manual vacuums only: autovacuum may visit the table too, and that is fine.

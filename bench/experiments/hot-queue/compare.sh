@@ -24,4 +24,5 @@ for round in $(seq "${1:-1}"); do
   run "today (round $round)" - ingest_current.sql burn_current.sql
   run "queue table (round $round)" queue_design.sql ingest_queue.sql -
   run "history written once (round $round)" once_design.sql ingest_once.sql -
+  run "partitions by state (round $round)" partition_design.sql ingest_current.sql burn_current.sql
 done

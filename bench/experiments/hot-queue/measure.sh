@@ -9,5 +9,5 @@ t1=$(date +%s.%N)
 w1=$($P -At -c "select pg_current_wal_lsn()")
 $P -At -c "select 'wal bytes per delivery', pg_wal_lsn_diff('$w1','$w0')/50000.0"
 echo "seconds $(echo "$t1 - $t0" | bc)"
-$P -At -c "select relname, n_tup_upd, n_tup_hot_upd, n_tup_del from pg_stat_user_tables where schemaname='exp' and relname in ('deliveries','queue','endpoints','rate_windows')"
+$P -At -c "select relname, n_tup_upd, n_tup_hot_upd, n_tup_del from pg_stat_user_tables where schemaname='exp' and relname in ('deliveries','queue','endpoints','rate_windows','pending_deliveries','in_flight_deliveries','finished_deliveries')"
 $P -At -c "select count(*), state from exp.deliveries group by state"
