@@ -21,7 +21,11 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     let raw = db.raw().await;
     queue_and_churn(&store, 200, 15).await;
     let dead_before = wait_for_dead_rows(&raw, DEAD_ROWS).await;
-    assert_eq!(vacuums(&raw).await, 0, "nothing vacuumed the table yet");
+    assert_eq!(
+        vacuums(&raw).await,
+        [0, 0],
+        "nothing vacuumed the tables yet"
+    );
 
     // A threshold above what is dead: no vacuum.
     let high = VacuumPolicy {
@@ -33,7 +37,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         store.vacuum_deliveries_if_churned(&high).await.unwrap(),
         None
     );
-    assert_eq!(vacuums(&raw).await, 0);
+    assert_eq!(vacuums(&raw).await, [0, 0]);
 
     // The job as a worker node runs it.
     let stop = CancellationToken::new();
@@ -47,7 +51,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     )
     .expect("a job on Postgres");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while vacuums(&raw).await == 0 {
+    while vacuums(&raw).await.contains(&0) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the job never vacuumed {dead_before} dead rows"
@@ -56,7 +60,11 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     }
     stop.cancel();
     job.await.unwrap();
-    assert_eq!(dead_rows(&raw).await, 0, "the vacuum cleared the dead rows");
+    assert_eq!(
+        dead_rows(&raw).await,
+        [0, 0],
+        "the vacuums cleared the dead rows"
+    );
 
     // Churn again: past the threshold, but within the gap since the last
     // vacuum, so nothing runs.
@@ -71,7 +79,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         store.vacuum_deliveries_if_churned(&gap).await.unwrap(),
         None
     );
-    assert_eq!(vacuums(&raw).await, 1);
+    assert_eq!(vacuums(&raw).await, [1, 1]);
     let dead = store
         .vacuum_deliveries_if_churned(&VacuumPolicy {
             min_gap: Duration::ZERO,
@@ -81,7 +89,7 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         .unwrap()
         .expect("due once the gap is over");
     assert!(dead >= DEAD_ROWS, "{dead} dead rows reported");
-    assert_eq!(vacuums(&raw).await, 2);
+    assert_eq!(vacuums(&raw).await, [2, 2]);
     db.finish().await;
 }
 
@@ -147,41 +155,50 @@ async fn queue_and_churn(store: &Store, events: usize, rounds: usize) {
     }
 }
 
-/// Postgres reports dead rows a moment after the writing transaction ends.
+/// Postgres reports dead rows a moment after the writing transaction
+/// ends. Returns the fewer of the two partitions'.
 async fn wait_for_dead_rows(raw: &Raw, at_least: i64) -> i64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
         let dead = dead_rows(raw).await;
-        if dead >= at_least {
-            return dead;
+        if dead.iter().all(|&n| n >= at_least) {
+            return dead.into_iter().min().unwrap_or_default();
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "Postgres counted only {dead} dead rows"
+            "Postgres counted only {dead:?} dead rows"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-async fn table_stat(raw: &Raw, column: &str) -> i64 {
+/// `column` of the partitions the churn passes through (migration 0022):
+/// the waiting deliveries', then the in-flight ones'.
+async fn table_stat(raw: &Raw, column: &str) -> [i64; 2] {
     let Raw::Postgres(pool) = raw else {
         unreachable!("postgres only");
     };
-    // The churned rows are waiting ones: their partition (migration 0022).
-    sqlx::query_scalar(&format!(
-        "SELECT {column} FROM pg_stat_user_tables WHERE relid = 'pending_deliveries'::regclass"
-    ))
-    .fetch_one(pool)
-    .await
-    .unwrap()
+    let mut out = [0; 2];
+    for (i, table) in ["pending_deliveries", "in_flight_deliveries"]
+        .iter()
+        .enumerate()
+    {
+        out[i] = sqlx::query_scalar(&format!(
+            "SELECT {column} FROM pg_stat_user_tables WHERE relid = '{table}'::regclass"
+        ))
+        .fetch_one(pool)
+        .await
+        .unwrap();
+    }
+    out
 }
 
 /// What the job counts: rows that died or passed through since the last vacuum.
-async fn dead_rows(raw: &Raw) -> i64 {
+async fn dead_rows(raw: &Raw) -> [i64; 2] {
     table_stat(raw, "GREATEST(n_dead_tup, n_ins_since_vacuum)").await
 }
 
 /// Manual vacuums only: autovacuum may visit the table too, and that is fine.
-async fn vacuums(raw: &Raw) -> i64 {
+async fn vacuums(raw: &Raw) -> [i64; 2] {
     table_stat(raw, "vacuum_count").await
 }
