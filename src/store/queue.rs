@@ -299,7 +299,7 @@ impl Store {
         let mut endpoint_ids: Vec<&str> = claimed.iter().map(|d| d.endpoint_id.as_str()).collect();
         endpoint_ids.sort_unstable();
         endpoint_ids.dedup();
-        let delivery_ids: Vec<&str> = claimed.iter().map(|d| d.id.as_str()).collect();
+        let batch: Vec<&Delivery> = claimed.iter().collect();
         let mut inputs = BatchInputs::default();
         // One query each; if a row will not decode, one query per id, so
         // that row alone is broken.
@@ -342,14 +342,14 @@ impl Store {
                 }
             }
         }
-        match self.events_of_deliveries(&delivery_ids).await {
+        match self.events_of_deliveries(&batch).await {
             Ok(all) => inputs.events.extend(all),
             Err(StoreError::Database(e)) if is_decode(&e) => {
-                for id in &delivery_ids {
-                    match self.events_of_deliveries(&[id]).await {
+                for d in &batch {
+                    match self.events_of_deliveries(&[d]).await {
                         Ok(found) => inputs.events.extend(found),
                         Err(e) => {
-                            inputs.broken_events.insert(id.to_string(), e.to_string());
+                            inputs.broken_events.insert(d.id.clone(), e.to_string());
                         }
                     }
                 }
@@ -375,20 +375,48 @@ impl Store {
     }
 
     /// Each of these deliveries' event, by delivery id.
-    async fn events_of_deliveries(&self, ids: &[&str]) -> Result<Vec<(String, Event)>> {
-        let sql = format!(
-            "SELECT d.id AS delivery_id, e.* FROM deliveries d \
-             JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
-             WHERE d.id IN ({})",
-            placeholders(1, ids.len())
-        );
-        let rows = on_pool!(self, |p| {
-            let mut q = sqlx::query_as::<_, WithDelivery>(&sql);
-            for id in ids {
-                q = q.bind(*id);
+    async fn events_of_deliveries(&self, claimed: &[&Delivery]) -> Result<Vec<(String, Event)>> {
+        let rows = match &self.pool {
+            // The keys travel as arrays: one plan whatever the batch's
+            // size, and no read of the (partitioned) deliveries, whose
+            // three id probes per row made this a fifth of Postgres's time
+            // per delivery in the burn-down.
+            Pool::Postgres(p) => {
+                let sql =
+                    "SELECT k.delivery_id, e.* FROM unnest($1::text[], $2::text[], $3::text[]) \
+                             AS k(delivery_id, account_id, event_id) \
+                           JOIN events e ON e.account_id = k.account_id AND e.id = k.event_id";
+                sqlx::query_as::<_, WithDelivery>(sql)
+                    .bind(claimed.iter().map(|d| d.id.as_str()).collect::<Vec<_>>())
+                    .bind(
+                        claimed
+                            .iter()
+                            .map(|d| d.account_id.as_str())
+                            .collect::<Vec<_>>(),
+                    )
+                    .bind(
+                        claimed
+                            .iter()
+                            .map(|d| d.event_id.as_str())
+                            .collect::<Vec<_>>(),
+                    )
+                    .fetch_all(p)
+                    .await?
             }
-            q.fetch_all(p).await
-        })?;
+            Pool::Sqlite(p) => {
+                let sql = format!(
+                    "SELECT d.id AS delivery_id, e.* FROM deliveries d \
+                     JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
+                     WHERE d.id IN ({})",
+                    placeholders(1, claimed.len())
+                );
+                let mut q = sqlx::query_as::<_, WithDelivery>(&sql);
+                for d in claimed {
+                    q = q.bind(d.id.as_str());
+                }
+                q.fetch_all(p).await?
+            }
+        };
         Ok(rows.into_iter().map(|w| (w.delivery_id, w.event)).collect())
     }
 }
