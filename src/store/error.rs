@@ -23,9 +23,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The database is down, unreachable or locked, rather than refusing
+    /// The database is down, unreachable or locked, or a row the statement
+    /// meant to change was just moved (`is_moved`), rather than refusing
     /// this statement: the same call may well work in a few seconds.
     pub fn is_unavailable(&self) -> bool {
+        if self.is_moved() {
+            return true;
+        }
         let StoreError::Database(e) = self else {
             return false;
         };
@@ -39,20 +43,16 @@ impl StoreError {
             sqlx::Error::Database(db) => {
                 let code = db.code().unwrap_or_default();
                 // SQLite: SQLITE_BUSY and SQLITE_LOCKED (with extended codes).
-                // Postgres: connection exceptions (08…), the server
-                // shutting down or starting up (57P01–57P03), and a row
-                // another transaction moved to another partition meanwhile
-                // (40001; deliveries are partitioned by state).
+                // Postgres: connection exceptions (08…), and the server
+                // shutting down or starting up (57P01–57P03).
                 matches!(code.as_ref(), "5" | "6" | "261" | "262" | "517")
                     || code.starts_with("08")
-                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "40001")
+                    || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
             }
             _ => false,
         }
     }
-}
 
-impl StoreError {
     /// Postgres refused a change to a row that another transaction had
     /// just moved to another partition (40001; deliveries are partitioned
     /// by state, migration 0022). Run again, the statement finds the row
