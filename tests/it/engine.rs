@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{spawn_node, Raw, StateOf, TestDb},
+    helpers::{spawn_node, wait_for_activity, Raw, StateOf, TestDb},
     receiver::Receiver,
 };
 
@@ -663,23 +663,13 @@ async fn wait_until_listening(db: &TestDb) {
     let Raw::Postgres(pool) = &db.raw().await else {
         unreachable!("postgres only");
     };
-    let schema = db.store.pg_schema().unwrap().to_string();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let listening: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE $1",
-        )
-        .bind(format!("%{schema}%"))
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if listening > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the worker node never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let schema = format!("%{}%", db.store.pg_schema().unwrap());
+    wait_for_activity(
+        pool,
+        "query LIKE 'LISTEN %' AND query LIKE $1",
+        &[&schema],
+        Duration::from_secs(30),
+        "the worker node never listened",
+    )
+    .await;
 }

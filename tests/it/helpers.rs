@@ -265,6 +265,31 @@ pub enum Raw {
     Postgres(sqlx::PgPool),
 }
 
+/// Waits until some backend in `pg_stat_activity` matches `filter` (a
+/// condition on its columns, binding `args` as $1, $2, …), and fails the
+/// test after `within` saying it never saw `what`.
+pub async fn wait_for_activity(
+    pool: &sqlx::PgPool,
+    filter: &str,
+    args: &[&str],
+    within: std::time::Duration,
+    what: &str,
+) {
+    let sql = format!("SELECT count(*) FROM pg_stat_activity WHERE {filter}");
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let mut query = sqlx::query_scalar::<_, i64>(&sql);
+        for arg in args {
+            query = query.bind(*arg);
+        }
+        if query.fetch_one(pool).await.unwrap() > 0 {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 pub fn postgres_url() -> Option<String> {
     match std::env::var("TEST_DATABASE_URL") {
         Ok(url) if !url.is_empty() => Some(url),

@@ -8,7 +8,7 @@ use dakghar::{
     store::NewEvent,
 };
 
-use crate::helpers::{new_endpoint, Raw, TestDb};
+use crate::helpers::{new_endpoint, wait_for_activity, Raw, TestDb};
 
 /// An ingest group that read an endpoint before its deletion began holds
 /// it (a key-share lock) until it commits: deleting the endpoint row waits
@@ -91,24 +91,12 @@ async fn deleting_an_endpoint_waits_for_an_ingest_that_saw_it() {
 
 /// Waits until a statement like `query` waits on `kind` (a lock).
 async fn wait_for_a_wait(pool: &sqlx::PgPool, kind: &str, query: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE wait_event_type = $1 AND query LIKE $2 AND datname = current_database()",
-        )
-        .bind(kind)
-        .bind(query)
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "nothing like {query:?} ever waited on a {kind}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for_activity(
+        pool,
+        "wait_event_type = $1 AND query LIKE $2 AND datname = current_database()",
+        &[kind, query],
+        Duration::from_secs(20),
+        &format!("nothing like {query:?} ever waited on a {kind}"),
+    )
+    .await;
 }
