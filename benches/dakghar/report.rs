@@ -366,7 +366,12 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |n| n.get())
 }
 
+/// The server's commit: `BENCH_COMMIT` names it when `BENCH_SERVER` runs
+/// another build's.
 fn commit() -> String {
+    if let Ok(named) = std::env::var("BENCH_COMMIT") {
+        return named;
+    }
     Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()

@@ -10,6 +10,12 @@ use std::{
 
 const BIN: &str = env!("CARGO_BIN_EXE_dakghar");
 
+/// `BENCH_SERVER` runs another build's server (a copy of an earlier
+/// commit's binary), so a before and an after alternate on one machine.
+fn bin() -> String {
+    std::env::var("BENCH_SERVER").unwrap_or_else(|_| BIN.to_string())
+}
+
 pub struct Server {
     child: Child,
     pub base: String,
@@ -29,7 +35,7 @@ impl Server {
             .append(true)
             .open(log_dir.join("server.log"))
             .unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["serve", "--listen", &listen, "--retention", "off"])
             // The receiver runs on this machine.
             .args(["--allow-subnets", "127.0.0.1/32"])
