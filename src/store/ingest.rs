@@ -61,7 +61,7 @@ pub(super) fn fan_out(
                     None => ep.wants(&e.event_type),
                 })
                 .map(|ep| Delivery {
-                    id: ids::new_id(ids::DELIVERY),
+                    id: ids::new_sorted_id(ids::DELIVERY, item.now),
                     account_id: e.account_id.clone(),
                     event_id: e.id.clone(),
                     endpoint_id: ep.id.clone(),
