@@ -140,10 +140,17 @@ pub(super) async fn complete_attempts(
     let mut tx = pool.begin().await?;
     // The in-flight partition is small and churns faster than its
     // statistics follow: planned by them, the batch's rows were found by
-    // scanning it once per row rather than by id.
-    sqlx::query("SET LOCAL enable_seqscan = off")
-        .execute(&mut *tx)
-        .await?;
+    // scanning it once per row rather than by id. And the plan cache
+    // planned the update afresh for almost every batch (2 591 plans in
+    // 2 871 results, 0.15 ms each: as long as running it), choosing a
+    // custom plan because a partitioned table's generic one looks dearer;
+    // the literal state prunes the generic plan just as well.
+    sqlx::query(
+        "SELECT set_config('enable_seqscan', 'off', true), \
+                set_config('plan_cache_mode', 'force_generic_plan', true)",
+    )
+    .execute(&mut *tx)
+    .await?;
     let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
