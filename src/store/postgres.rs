@@ -100,7 +100,12 @@ pub(super) fn work_channel(schema: Option<&str>) -> String {
 
 /// `origin` (a node's id, or empty) lets that node ignore its own news.
 pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &str) -> Result<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
+    // A wake-up, not data, so its commit need not wait for the WAL flush.
+    // Notifying takes the cluster's one notify lock until the commit ends:
+    // durable, every announcement (one per ingest group on every node)
+    // queued behind a disk flush of its own, and ingest's own commits
+    // waited behind those flushes.
+    sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
         .bind(work_channel(schema))
         .bind(origin)
         .execute(pool)
