@@ -60,10 +60,13 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
     }
     stop.cancel();
     job.await.unwrap();
-    assert_eq!(
-        dead_rows(&raw).await,
-        [0, 0],
-        "the vacuums cleared the dead rows"
+    // Below the job's bar, not necessarily at zero: the other tests share
+    // this database, and rows that one of their transactions may still
+    // see stay dead until it ends (seen: 400 left of 2 000).
+    let left = dead_rows(&raw).await;
+    assert!(
+        left.iter().all(|n| *n < DEAD_ROWS),
+        "the vacuums cleared the dead rows: {left:?} left of {dead_before}"
     );
 
     // Churn again: past the threshold, but within the gap since the last
