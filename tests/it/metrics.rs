@@ -121,13 +121,23 @@ async fn metrics_on_their_own_address_and_the_queue_read_at_most_once_a_second(s
     assert!(first.contains("# HELP dakghar_attempts_total"));
     let before = value(&first, pending);
 
-    // Two events wait (this test's workers only run when it ticks them).
+    // Events wait (this test's workers only run when it ticks them). The
+    // gauges live in the process's one recorder, which the tests running
+    // beside this one set too, often to a small count of their own: 23
+    // waiting events make a count no other test's is likely to match.
     let rx = Receiver::start().await;
     api.endpoint(&rx).await;
-    api.send(json!({ "type": "t", "payload": {} })).await;
-    api.send(json!({ "type": "t", "payload": {} })).await;
+    const WAITING: f64 = 23.0;
+    for _ in 0..WAITING as usize {
+        api.send(json!({ "type": "t", "payload": {} })).await;
+    }
     let mut scrapes = 0;
-    while value(&scrape_at(&metrics).await, pending) != before + 2.0 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while value(&scrape_at(&metrics).await, pending) != before + WAITING {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the count never showed the new events"
+        );
         scrapes += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
