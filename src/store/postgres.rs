@@ -131,7 +131,8 @@ pub(super) async fn complete_attempts(
                               $11::int8[]) \
                     AS i(id, token, state, counted, seq, next_at, status, body, error, \
                          finished_at, now) \
-             WHERE d.id = i.id AND d.state = 'in_flight' AND d.claim_token = i.token \
+             WHERE d.id = ANY($1) AND d.id = i.id AND d.state = 'in_flight' \
+               AND d.claim_token = i.token \
              RETURNING d.*"
         )
     });
@@ -145,13 +146,20 @@ pub(super) async fn complete_attempts(
     let mut tx = pool.begin().await?;
     // The in-flight partition is small and churns faster than its
     // statistics follow: planned by them, the batch's rows were found by
-    // scanning it once per row rather than by id. And the plan cache
+    // scanning it once per row rather than by id. When they say it is
+    // empty (analyzed in a quiet moment) the update walked every
+    // in-flight row against every batch row, 270 ms for 50 rows at 8 000
+    // in flight; `d.id = ANY($1)` gives the index a condition whichever
+    // side comes first, and with nested loops off the batch is hashed
+    // rather than rescanned per row (0.3 ms). A disabled plan costs
+    // 10^10, which JIT would take for a huge query. And the plan cache
     // planned the update afresh for almost every batch (2 591 plans in
     // 2 871 results, 0.15 ms each: as long as running it), choosing a
     // custom plan because a partitioned table's generic one looks dearer;
     // the literal state prunes the generic plan just as well.
     sqlx::query(
         "SELECT set_config('enable_seqscan', 'off', true), \
+                set_config('enable_nestloop', 'off', true), set_config('jit', 'off', true), \
                 set_config('plan_cache_mode', 'force_generic_plan', true)",
     )
     .execute(&mut *tx)
