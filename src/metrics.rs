@@ -59,7 +59,7 @@ pub fn handle() -> &'static PrometheusHandle {
 }
 
 pub fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    use metrics::{describe_counter, describe_histogram, Unit};
     describe_counter!(
         "dakghar_attempts_total",
         "Delivery attempts by outcome and status class"
@@ -111,22 +111,6 @@ pub fn describe() {
         "dakghar_db_record_seconds",
         Unit::Seconds,
         "From an attempt's answer to its result committed (group commit)"
-    );
-    describe_gauge!(
-        "dakghar_queue_depth",
-        "Deliveries waiting (pending) or being sent (in_flight)"
-    );
-    describe_gauge!(
-        "dakghar_circuits_open",
-        "Endpoints whose circuit breaker is open"
-    );
-    describe_gauge!(
-        "dakghar_endpoints_throttled",
-        "Endpoints whose receiver asked (429/503) to hold all deliveries for now"
-    );
-    describe_gauge!(
-        "dakghar_endpoints_in_flight_capped",
-        "Endpoints whose adaptive in-flight cap is below max_in_flight (the receiver showed overload)"
     );
     describe_counter!(
         "dakghar_throttles_total",
@@ -226,18 +210,62 @@ impl GaugeCache {
     }
 }
 
-/// Sets the gauges from the database (at most a second old), then renders
-/// everything.
+/// One gauge family in the exposition format; `values` are (label, value),
+/// the label empty for none.
+fn write_gauge(text: &mut String, name: &str, help: &str, values: &[(&str, i64)]) {
+    use metrics_exporter_prometheus::formatting::{
+        write_help_line, write_metric_line, write_type_line,
+    };
+    write_help_line(text, name, help);
+    write_type_line(text, name, "gauge");
+    for (label, value) in values {
+        let labels: Vec<String> = Some(label.to_string())
+            .filter(|l| !l.is_empty())
+            .into_iter()
+            .collect();
+        write_metric_line::<&str, i64>(text, name, None, &labels, None, *value, None);
+    }
+    text.push('\n');
+}
+
+/// Everything recorded, then the queue gauges read from `store` (at most
+/// a second old). The gauges are rendered per server from its own
+/// database, not through the process's one recorder: two servers in one
+/// process (the tests) showed each other's counts. Without them when the
+/// read fails: an absent series says "unknown", a stale one would not.
 pub async fn render(store: &Store, cache: &GaugeCache, now: Timestamp) -> String {
+    let mut text = handle().render();
     match cache.read(store, now).await {
         Ok(g) => {
-            metrics::gauge!("dakghar_queue_depth", "state" => "pending").set(g.pending as f64);
-            metrics::gauge!("dakghar_queue_depth", "state" => "in_flight").set(g.in_flight as f64);
-            metrics::gauge!("dakghar_circuits_open").set(g.circuits_open as f64);
-            metrics::gauge!("dakghar_endpoints_throttled").set(g.throttled as f64);
-            metrics::gauge!("dakghar_endpoints_in_flight_capped").set(g.capped as f64);
+            write_gauge(
+                &mut text,
+                "dakghar_queue_depth",
+                "Deliveries waiting (pending) or being sent (in_flight)",
+                &[
+                    ("state=\"pending\"", g.pending),
+                    ("state=\"in_flight\"", g.in_flight),
+                ],
+            );
+            write_gauge(
+                &mut text,
+                "dakghar_circuits_open",
+                "Endpoints whose circuit breaker is open",
+                &[("", g.circuits_open)],
+            );
+            write_gauge(
+                &mut text,
+                "dakghar_endpoints_throttled",
+                "Endpoints whose receiver asked (429/503) to hold all deliveries for now",
+                &[("", g.throttled)],
+            );
+            write_gauge(
+                &mut text,
+                "dakghar_endpoints_in_flight_capped",
+                "Endpoints whose adaptive in-flight cap is below max_in_flight (the receiver showed overload)",
+                &[("", g.capped)],
+            );
         }
         Err(e) => tracing::warn!(error = %e, "could not read queue gauges for /metrics"),
     }
-    handle().render()
+    text
 }
