@@ -96,6 +96,41 @@ pub(super) fn fan_out(
         .collect()
 }
 
+/// `fan_out` before the write knows what it kept: every event of the
+/// batch as if new (a repeated id within the batch still only once).
+pub(super) fn fan_out_planned(
+    batch: &[NewIngest],
+    endpoints: &[Endpoint],
+) -> Vec<Result<InsertedEvent>> {
+    let all: Vec<(String, String)> = batch
+        .iter()
+        .map(|n| (n.event.account_id.clone(), n.event.id.clone()))
+        .collect();
+    fan_out(batch, &all, endpoints)
+}
+
+/// A planned fan-out as the write left it: events it did not keep (their
+/// id was taken) are conflicts, and of the rest only the deliveries it
+/// made remain (an endpoint deleted or disabled meanwhile got none).
+pub(super) fn as_written(
+    planned: Vec<Result<InsertedEvent>>,
+    kept: &HashSet<(String, String)>,
+    made: &HashSet<String>,
+) -> Vec<Result<InsertedEvent>> {
+    planned
+        .into_iter()
+        .map(|r| {
+            let mut inserted = r?;
+            let key = (inserted.event.account_id.clone(), inserted.event.id.clone());
+            if !kept.contains(&key) {
+                return Err(StoreError::Conflict("an event with this id"));
+            }
+            inserted.deliveries.retain(|d| made.contains(&d.id));
+            Ok(inserted)
+        })
+        .collect()
+}
+
 /// Every delivery the batch creates, in order.
 pub(super) fn new_deliveries(results: &[Result<InsertedEvent>]) -> Vec<&Delivery> {
     results

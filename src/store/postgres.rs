@@ -220,57 +220,78 @@ pub(super) async fn complete_attempts(
         .collect())
 }
 
-/// `Store::insert_events` in three statements whatever the batch size:
-/// the events, the accounts' endpoints, the deliveries, each as arrays.
+/// `Store::insert_events` in two statements on one connection whatever
+/// the batch size: the accounts' endpoints, then one statement that
+/// writes the events and their deliveries (so it commits by itself).
+/// Three round trips with the pool's check, where a transaction of three
+/// statements took six: under load each waited for our side to be
+/// scheduled again (sampled in `pg_stat_activity`, ingest transactions
+/// were mostly idle in transaction).
+///
+/// The fan-out is planned from endpoints read just before the write; the
+/// write key-share locks those still there, and creates deliveries only
+/// for them and only for events it inserted. So deleting an endpoint
+/// waits for the write to commit and then finds its deliveries (they
+/// have no foreign keys, migration 0022; the deletion's last pass takes
+/// them), and an endpoint deleted in between gets none. One created or
+/// refiltered in between is a race either way: the event came first.
 pub(super) async fn insert_events(
     pool: &PgPool,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
-    let events = "INSERT INTO events (account_id, id, event_type, payload, created_at, \
-                    traceparent) \
-                  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
-                    $5::int8[], $6::text[]) \
-                  ON CONFLICT DO NOTHING RETURNING account_id, id";
-    // Key-share locked, so deleting one of them waits for this group to
-    // commit and then finds its deliveries (they have no foreign keys,
-    // migration 0022).
     let endpoints = "SELECT * FROM endpoints WHERE account_id = ANY($1) AND state <> 'disabled' \
-                     ORDER BY created_at, id FOR KEY SHARE";
-    let deliveries = "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
-                        next_attempt_at, give_up_at, created_at, updated_at) \
-                      SELECT i.id, i.account_id, i.event_id, i.endpoint_id, 'pending', i.at, \
-                        i.give_up_at, i.at, i.at \
-                      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
-                        $6::int8[]) AS i(id, account_id, event_id, endpoint_id, at, give_up_at)";
-    let mut tx = pool.begin().await?;
-    let kept: Vec<(String, String)> = sqlx::query_as(events)
-        .bind(column(batch, |n| n.event.account_id.clone()))
-        .bind(column(batch, |n| n.event.id.clone()))
-        .bind(column(batch, |n| n.event.event_type.clone()))
-        .bind(column(batch, |n| n.event.payload.clone()))
-        .bind(column(batch, |n| n.now.millis()))
-        .bind(column(batch, |n| n.traceparent.clone()))
-        .fetch_all(&mut *tx)
-        .await?;
+                     ORDER BY created_at, id";
+    let write = "WITH kept AS ( \
+                   INSERT INTO events (account_id, id, event_type, payload, created_at, \
+                     traceparent) \
+                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
+                     $5::int8[], $6::text[]) \
+                   ON CONFLICT DO NOTHING RETURNING account_id, id), \
+                 live AS ( \
+                   SELECT id FROM endpoints WHERE id = ANY($7::text[]) AND state <> 'disabled' \
+                   FOR KEY SHARE), \
+                 made AS ( \
+                   INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
+                     next_attempt_at, give_up_at, created_at, updated_at) \
+                   SELECT i.id, i.account_id, i.event_id, i.endpoint_id, 'pending', i.at, \
+                     i.give_up_at, i.at, i.at \
+                   FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::int8[], \
+                     $13::int8[]) AS i(id, account_id, event_id, endpoint_id, at, give_up_at) \
+                   WHERE (i.account_id, i.event_id) IN (SELECT account_id, id FROM kept) \
+                     AND i.endpoint_id IN (SELECT id FROM live) \
+                   RETURNING id) \
+                 SELECT ARRAY(SELECT account_id FROM kept), ARRAY(SELECT id FROM kept), \
+                   ARRAY(SELECT id FROM made)";
+    let mut conn = pool.acquire().await?;
     let targets: Vec<Endpoint> = sqlx::query_as(endpoints)
         .bind(ingest::accounts(batch))
-        .fetch_all(&mut *tx)
+        .fetch_all(&mut *conn)
         .await?;
-    let results = ingest::fan_out(batch, &kept, &targets);
-    let rows = ingest::new_deliveries(&results);
-    if !rows.is_empty() {
-        sqlx::query(deliveries)
+    let planned = ingest::fan_out_planned(batch, &targets);
+    let rows = ingest::new_deliveries(&planned);
+    let (kept_accounts, kept_ids, made): (Vec<String>, Vec<String>, Vec<String>) =
+        sqlx::query_as(write)
+            .bind(column(batch, |n| n.event.account_id.clone()))
+            .bind(column(batch, |n| n.event.id.clone()))
+            .bind(column(batch, |n| n.event.event_type.clone()))
+            .bind(column(batch, |n| n.event.payload.clone()))
+            .bind(column(batch, |n| n.now.millis()))
+            .bind(column(batch, |n| n.traceparent.clone()))
+            .bind(column(&targets, |e| e.id.clone()))
             .bind(column(&rows, |d| d.id.clone()))
             .bind(column(&rows, |d| d.account_id.clone()))
             .bind(column(&rows, |d| d.event_id.clone()))
             .bind(column(&rows, |d| d.endpoint_id.clone()))
             .bind(column(&rows, |d| d.created_at))
             .bind(column(&rows, |d| d.give_up_at))
-            .execute(&mut *tx)
+            .fetch_one(&mut *conn)
             .await?;
-    }
-    tx.commit().await?;
-    Ok(results)
+    let kept = kept_accounts.into_iter().zip(kept_ids).collect();
+    Ok(ingest::as_written(
+        planned,
+        &kept,
+        &made.into_iter().collect(),
+    ))
 }
 
 /// One array parameter for `unnest`: a field of every row.
