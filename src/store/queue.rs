@@ -301,29 +301,33 @@ impl Store {
         endpoint_ids.dedup();
         let batch: Vec<&Delivery> = claimed.iter().collect();
         let mut inputs = BatchInputs::default();
-        // One query each; if a row will not decode, one query per id, so
-        // that row alone is broken.
-        let endpoints: Vec<std::result::Result<Endpoint, (String, String)>> =
-            match self.endpoints_by_id(&endpoint_ids).await {
-                Ok(all) => all.into_iter().map(Ok).collect(),
-                Err(StoreError::Database(e)) if is_decode(&e) => {
-                    let mut each = Vec::with_capacity(endpoint_ids.len());
-                    for id in &endpoint_ids {
-                        each.push(
-                            self.endpoints_by_id(&[id])
-                                .await
-                                .map_err(|e| (id.to_string(), e.to_string())),
-                        );
-                    }
-                    each.into_iter()
-                        .flat_map(|r| match r {
-                            Ok(found) => found.into_iter().map(Ok).collect::<Vec<_>>(),
-                            Err(broken) => vec![Err(broken)],
-                        })
-                        .collect()
+        // One query each, side by side: both are on the path of every
+        // first attempt, and neither needs the other. If a row will not
+        // decode, one query per id, so that row alone is broken.
+        let (all_endpoints, all_events) = tokio::join!(
+            self.endpoints_by_id(&endpoint_ids),
+            self.events_of_deliveries(&batch)
+        );
+        let endpoints: Vec<std::result::Result<Endpoint, (String, String)>> = match all_endpoints {
+            Ok(all) => all.into_iter().map(Ok).collect(),
+            Err(StoreError::Database(e)) if is_decode(&e) => {
+                let mut each = Vec::with_capacity(endpoint_ids.len());
+                for id in &endpoint_ids {
+                    each.push(
+                        self.endpoints_by_id(&[id])
+                            .await
+                            .map_err(|e| (id.to_string(), e.to_string())),
+                    );
                 }
-                Err(e) => return Err(e),
-            };
+                each.into_iter()
+                    .flat_map(|r| match r {
+                        Ok(found) => found.into_iter().map(Ok).collect::<Vec<_>>(),
+                        Err(broken) => vec![Err(broken)],
+                    })
+                    .collect()
+            }
+            Err(e) => return Err(e),
+        };
         for ep in endpoints {
             match ep {
                 Ok(ep) => {
@@ -342,7 +346,7 @@ impl Store {
                 }
             }
         }
-        match self.events_of_deliveries(&batch).await {
+        match all_events {
             Ok(all) => inputs.events.extend(all),
             Err(StoreError::Database(e)) if is_decode(&e) => {
                 for d in &batch {
