@@ -41,10 +41,8 @@ pub(super) struct Healthy<'a> {
     pub first_started: i64,
 }
 
-/// Each endpoint that delivered in `written`, in id order: recorders on
-/// several nodes then lock endpoint rows in the same order and cannot
-/// deadlock (a deadlock would fail a whole batch of results, and those
-/// deliveries would be sent again).
+/// Each endpoint that delivered in `written`, in id order (SQLite's one
+/// writer cannot deadlock; Postgres groups them in SQL, migration 0026).
 pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<Healthy<'a>> {
     let mut healthy: Vec<Healthy> = Vec::new();
     for c in written

@@ -1,6 +1,6 @@
 //! The scale-out backend: many nodes share one Postgres and one queue.
 
-use std::{sync::LazyLock, time::Duration};
+use std::time::Duration;
 
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
@@ -9,10 +9,9 @@ use sqlx::{
 
 use super::{
     claim_rules::ClaimRules,
-    completion::{healthy_endpoints, Completion, Outcome},
+    completion::{Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options, redact_url,
-    sql::{ENDPOINT_SUCCEEDED, UNCLAIMED},
     Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -113,57 +112,22 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &
     Ok(())
 }
 
-/// `Store::complete_attempts` in three statements whatever the batch size:
-/// the rows travel as arrays (`unnest`), so a batch of 200 costs about what
-/// one attempt did, where a statement per row paid a round trip each.
+/// `Store::complete_attempts` in one statement whatever the batch size:
+/// the rows travel as arrays to `dakghar_complete_attempts` (migration
+/// 0026), which moves the deliveries still claimed under their tokens,
+/// writes their attempts and the endpoints' successes. A transaction of
+/// a statement each held its row locks while it waited for us between
+/// them; before that, a statement per row paid a round trip each.
 pub(super) async fn complete_attempts(
     pool: &PgPool,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
-    static UPDATE: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "UPDATE deliveries d SET state = i.state, attempts = d.attempts + i.counted, \
-               attempt_seq = i.seq, next_attempt_at = i.next_at, {UNCLAIMED}, \
-               last_status = i.status, last_response = i.body, last_error = i.error, \
-               finished_at = i.finished_at, updated_at = i.now \
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
-                              $6::int8[], $7::int8[], $8::bytea[], $9::text[], $10::int8[], \
-                              $11::int8[]) \
-                    AS i(id, token, state, counted, seq, next_at, status, body, error, \
-                         finished_at, now) \
-             WHERE d.id = ANY($1) AND d.id = i.id AND d.state = 'in_flight' \
-               AND d.claim_token = i.token \
-             RETURNING d.*"
-        )
-    });
-    let insert = "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
-                    request_headers, response_status, response_headers, response_body, error, \
-                    classification, endpoint_id) \
-                  SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], \
-                    $5::text[], $6::int8[], $7::text[], $8::bytea[], $9::text[], $10::text[], \
-                    $11::text[])";
+    let call = "SELECT * FROM dakghar_complete_attempts($1::text[], $2::text[], $3::text[], \
+                  $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::bytea[], $9::text[], \
+                  $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::text[], $15::text[], \
+                  $16::text[], $17::text[])";
     let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
-    // The in-flight partition is small and churns faster than its
-    // statistics follow: planned by them, the batch's rows were found by
-    // scanning it once per row rather than by id. When they say it is
-    // empty (analyzed in a quiet moment) the update walked every
-    // in-flight row against every batch row, 270 ms for 50 rows at 8 000
-    // in flight; `d.id = ANY($1)` gives the index a condition whichever
-    // side comes first, and with nested loops off the batch is hashed
-    // rather than rescanned per row (0.3 ms). A disabled plan costs
-    // 10^10, which JIT would take for a huge query. And the plan cache
-    // planned the update afresh for almost every batch (2 591 plans in
-    // 2 871 results, 0.15 ms each: as long as running it), choosing a
-    // custom plan because a partitioned table's generic one looks dearer;
-    // the literal state prunes the generic plan just as well. The
-    // settings go with BEGIN, in its one round trip.
-    let mut tx = pool
-        .begin_with(
-            "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_nestloop = off; \
-             SET LOCAL jit = off; SET LOCAL plan_cache_mode = force_generic_plan",
-        )
-        .await?;
-    let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
+    let updated = sqlx::query_as::<_, Delivery>(call)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
         .bind(column(&rows, |(_, o)| o.state.as_str()))
@@ -175,40 +139,16 @@ pub(super) async fn complete_attempts(
         .bind(column(&rows, |(c, _)| c.record.error.clone()))
         .bind(column(&rows, |(_, o)| o.finished_at))
         .bind(column(&rows, |(c, _)| c.now.millis()))
-        .fetch_all(&mut *tx)
+        .bind(column(&rows, |(c, _)| c.record.started_at))
+        .bind(column(&rows, |(c, _)| c.record.duration_ms))
+        .bind(column(&rows, |(c, _)| c.record.request_headers.clone()))
+        .bind(column(&rows, |(c, _)| c.record.response_headers.clone()))
+        .bind(column(&rows, |(c, _)| c.record.classification.clone()))
+        .bind(column(&rows, |(c, _)| c.claimed.endpoint_id.clone()))
+        .fetch_all(pool)
         .await?;
     let mut by_id: std::collections::HashMap<String, Delivery> =
         updated.into_iter().map(|d| (d.id.clone(), d)).collect();
-    let written: Vec<&Completion> = batch
-        .iter()
-        .filter(|c| by_id.contains_key(&c.claimed.id))
-        .collect();
-    if !written.is_empty() {
-        sqlx::query(insert)
-            .bind(column(&written, |c| c.claimed.id.clone()))
-            .bind(column(&written, |c| c.record.attempt))
-            .bind(column(&written, |c| c.record.started_at))
-            .bind(column(&written, |c| c.record.duration_ms))
-            .bind(column(&written, |c| c.record.request_headers.clone()))
-            .bind(column(&written, |c| c.record.response_status))
-            .bind(column(&written, |c| c.record.response_headers.clone()))
-            .bind(column(&written, |c| c.record.response_body.clone()))
-            .bind(column(&written, |c| c.record.error.clone()))
-            .bind(column(&written, |c| c.record.classification.clone()))
-            .bind(column(&written, |c| c.claimed.endpoint_id.clone()))
-            .execute(&mut *tx)
-            .await?;
-    }
-    for h in healthy_endpoints(&written) {
-        sqlx::query(ENDPOINT_SUCCEEDED)
-            .bind(h.at.millis())
-            .bind(h.endpoint_id)
-            .bind(h.delivered)
-            .bind(h.first_started)
-            .execute(&mut *tx)
-            .await?;
-    }
-    tx.commit().await?;
     Ok(batch
         .iter()
         .map(|c| {

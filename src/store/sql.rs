@@ -14,7 +14,9 @@ pub(super) fn placeholders(from: usize, n: usize) -> String {
 /// the adaptive cap: it grows by one after as many successes in a row as
 /// it allows, back to `max_in_flight`. Successes of attempts that were
 /// already in flight at the last cut (started no later than it) say
-/// nothing about the lower cap.
+/// nothing about the lower cap. Postgres's batch of results runs a copy
+/// inside `dakghar_complete_attempts` (migration 0026): change both
+/// together; the adaptive-cap tests run on both backends.
 pub(super) const ENDPOINT_SUCCEEDED: &str =
     "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \
      last_success_at = $1, circuit_state = 'closed', circuit_open_until = NULL, \
