@@ -11,8 +11,7 @@ use super::{
     claim_rules::ClaimRules,
     completion::{Completion, Outcome},
     ingest::{self, NewIngest},
-    parse_options, redact_url,
-    Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
+    parse_options, redact_url, Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
