@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    PgPool,
+    Connection, PgPool,
 };
 
 use super::{
@@ -20,6 +20,15 @@ use crate::clock::Timestamp;
 pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
     connect_pooled(url, schema, super::DEFAULT_POOL).await
 }
+
+/// A pooled connection idle this long is pinged before it is handed out;
+/// one used more recently is not. The ping was a round trip before every
+/// statement, and the hot path (ingest, claim, the batch's reads, its
+/// results) is a few statements each: at light load it added as many
+/// waits for the server to the first attempt. A connection that died
+/// while idle (the server restarted, a proxy cut it) is still found out
+/// and replaced before anyone uses it.
+pub const PING_IF_IDLE_FOR: Duration = Duration::from_secs(1);
 
 pub async fn connect_pooled(
     url: &str,
@@ -46,6 +55,15 @@ pub async fn connect_pooled(
         .max_connections(max_connections)
         // With the database down, a producer hears 503 within 5 s.
         .acquire_timeout(Duration::from_secs(5))
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_IF_IDLE_FOR {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(options)
         .await
         .map_err(connect_error)?;

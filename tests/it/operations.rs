@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use dakghar::config::ServeConfig;
+use dakghar::{clock::Timestamp, config::ServeConfig, store::postgres::PING_IF_IDLE_FOR};
 use reqwest::StatusCode;
 
 use crate::{
@@ -396,4 +396,29 @@ fn config_check_reports_without_changing_anything() {
         assert!(err.contains(problem), "{problem} in:\n{err}");
     }
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Pooled connections just used are handed out without a ping (a round
+/// trip on every hot-path statement); one that Postgres dropped while it
+/// sat idle is still found out and replaced before a caller gets it.
+#[tokio::test]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_postgres_connection_dropped_while_idle_is_replaced_before_use() {
+    let db = TestDb::postgres().await;
+    let proxy = TcpProxy::start(db.postgres_addr().await.unwrap()).await;
+    let store = db.postgres_store_at(proxy.addr).await.unwrap();
+    store
+        .create_account("before", Timestamp(1))
+        .await
+        .expect("through the proxy");
+    // Every open connection dies; the proxy takes new ones at once.
+    proxy.cut();
+    proxy.restore();
+    tokio::time::sleep(PING_IF_IDLE_FOR + Duration::from_millis(200)).await;
+    store
+        .create_account("after", Timestamp(2))
+        .await
+        .expect("a live connection, not the dropped one");
+    store.close().await;
+    db.finish().await;
 }
