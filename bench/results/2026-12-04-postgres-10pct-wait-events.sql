@@ -1,0 +1,1 @@
+SELECT to_char(clock_timestamp(),'HH24:MI:SS.MS'), state, coalesce(wait_event_type,'-'), coalesce(wait_event,'-'), left(regexp_replace(query,'\s+',' ','g'),60) FROM pg_stat_activity WHERE backend_type='client backend' AND pid<>pg_backend_pid() AND state<>'idle' AND query NOT LIKE 'LISTEN%' \watch 0.005
