@@ -32,8 +32,13 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         // WAL + NORMAL survives a process crash; only power loss can drop the last commits.
         .synchronous(SqliteSynchronous::Normal)
         // Short enough that a producer hears 503 and retries instead of
-        // hanging while another process holds the file locked.
-        .busy_timeout(Duration::from_secs(5))
+        // hanging while another process holds the file locked: its write
+        // may queue for the one writer connection behind a claim and a
+        // batch of results that each wait this long first, and all three
+        // must fit in the 10 s a producer is promised (at 5 s each,
+        // `faults::ten_seconds_without_the_database_lose_nothing` saw
+        // 503 only after 10 s when the three lined up).
+        .busy_timeout(Duration::from_secs(3))
         .foreign_keys(true);
     let connect_error = |e: sqlx::Error| StoreError::Connect {
         url: display_path(&path),
