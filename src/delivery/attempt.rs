@@ -154,10 +154,6 @@ impl Engine {
                 now,
             })
             .await?;
-        let host = url::Url::parse(&endpoint.url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_string))
-            .unwrap_or_default();
         let status = sent
             .status
             .map_or_else(|| "none".to_string(), |s| s.to_string());
@@ -171,7 +167,7 @@ impl Engine {
             delivery = %delivery.id,
             endpoint = %endpoint.id,
             method = %"POST",
-            host = %host,
+            host = %sent.host,
             attempt,
             status = %status,
             duration_ms,
