@@ -209,6 +209,17 @@ impl TestDb {
         Some(store.with_secrets_key(test_secrets_key()))
     }
 
+    /// Postgres only: a store of this test's schema with a single pooled
+    /// connection, so each call runs on the connection the last one left.
+    #[allow(dead_code)]
+    pub async fn postgres_store_of_one_connection(&self) -> Option<Store> {
+        let schema = self.schema.as_ref()?;
+        let store = postgres::connect_pooled(&self.url, Some(schema), 1)
+            .await
+            .expect("connect with one connection");
+        Some(store.with_secrets_key(test_secrets_key()))
+    }
+
     /// A second connection pool on the same database, as another node of
     /// the same installation would open.
     pub async fn another_node(&self) -> Store {

@@ -1338,3 +1338,43 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
         .unwrap()
         .is_empty());
 }
+
+/// A claim commits without waiting for the WAL flush (a claim lost to a
+/// database crash hands its delivery back, as a lapsed lease does), and
+/// that setting ends with the claim: the pooled connection it leaves
+/// behind waits for the flush again, as the next ingest on it must.
+#[tokio::test]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_claim_leaves_its_connection_committing_durably() {
+    let db = crate::helpers::TestDb::postgres().await;
+    let store = db.postgres_store_of_one_connection().await.unwrap();
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .insert_event(event(&acc.id, "e1", "t"), now, now.plus(WINDOW))
+        .await
+        .unwrap();
+    let lease = now.plus(Duration::from_secs(300));
+    let claimed = store
+        .claim_due(now, lease, 10, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the claim took the delivery");
+    store
+        .execute_script(
+            "DO $$ BEGIN \
+               IF current_setting('synchronous_commit') <> 'on' THEN \
+                 RAISE EXCEPTION 'synchronous_commit is %', current_setting('synchronous_commit'); \
+               END IF; \
+             END $$",
+        )
+        .await
+        .expect("the connection the claim used commits durably again");
+    store.close().await;
+    db.finish().await;
+}
