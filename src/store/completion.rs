@@ -42,7 +42,7 @@ pub(super) struct Healthy<'a> {
 }
 
 /// Each endpoint that delivered in `written`, in id order (SQLite's one
-/// writer cannot deadlock; Postgres groups them in SQL, migration 0026).
+/// writer cannot deadlock; Postgres groups them in SQL, migration 0028).
 pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<Healthy<'a>> {
     let mut healthy: Vec<Healthy> = Vec::new();
     for c in written
@@ -80,6 +80,30 @@ pub(super) struct Outcome {
 }
 
 impl Completion {
+    /// The delivery row this completion leaves behind once written, built
+    /// here as the database holds it rather than read back: the engine
+    /// drops it, and `RETURNING *` had both backends encode and the server
+    /// decode every column of every row (by name) for that.
+    pub(super) fn written_row(&self) -> Delivery {
+        let outcome = self.outcome();
+        let (claimed, record) = (&self.claimed, &self.record);
+        Delivery {
+            state: outcome.state,
+            attempts: claimed.attempts + outcome.counted,
+            attempt_seq: record.attempt,
+            next_attempt_at: outcome.next_at,
+            claimed_at: None,
+            claim_token: None,
+            lease_until: None,
+            last_status: record.response_status,
+            last_response: record.response_body.clone(),
+            last_error: record.error.clone(),
+            finished_at: outcome.finished_at,
+            updated_at: self.now.millis(),
+            ..claimed.clone()
+        }
+    }
+
     pub(super) fn outcome(&self) -> Outcome {
         let claimed = &self.claimed;
         let (state, counted, next_at) = match self.transition {

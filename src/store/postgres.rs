@@ -130,21 +130,22 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &
 }
 
 /// `Store::complete_attempts` in one statement whatever the batch size:
-/// the rows travel as arrays to `dakghar_complete_attempts` (migration
-/// 0026), which moves the deliveries still claimed under their tokens,
-/// writes their attempts and the endpoints' successes. A transaction of
-/// a statement each held its row locks while it waited for us between
-/// them; before that, a statement per row paid a round trip each.
+/// the rows travel as arrays to `dakghar_record_attempts` (migration
+/// 0028; 0026 before it), which moves the deliveries still claimed under
+/// their tokens, writes their attempts and the endpoints' successes, and
+/// answers with the ids it moved. A transaction of a statement each held
+/// its row locks while it waited for us between them; before that, a
+/// statement per row paid a round trip each.
 pub(super) async fn complete_attempts(
     pool: &PgPool,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
-    let call = "SELECT * FROM dakghar_complete_attempts($1::text[], $2::text[], $3::text[], \
+    let call = "SELECT * FROM dakghar_record_attempts($1::text[], $2::text[], $3::text[], \
                   $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::bytea[], $9::text[], \
                   $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::text[], $15::text[], \
                   $16::text[], $17::text[])";
     let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
-    let updated = sqlx::query_as::<_, Delivery>(call)
+    let written: Vec<String> = sqlx::query_scalar(call)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
         .bind(column(&rows, |(_, o)| o.state.as_str()))
@@ -164,14 +165,12 @@ pub(super) async fn complete_attempts(
         .bind(column(&rows, |(c, _)| c.claimed.endpoint_id.clone()))
         .fetch_all(pool)
         .await?;
-    let mut by_id: std::collections::HashMap<String, Delivery> =
-        updated.into_iter().map(|d| (d.id.clone(), d)).collect();
+    let written: std::collections::HashSet<String> = written.into_iter().collect();
     Ok(batch
         .iter()
-        .map(|c| {
-            by_id
-                .remove(&c.claimed.id)
-                .ok_or_else(|| StoreError::LostClaim(c.claimed.id.clone()))
+        .map(|c| match written.contains(&c.claimed.id) {
+            true => Ok(c.written_row()),
+            false => Err(StoreError::LostClaim(c.claimed.id.clone())),
         })
         .collect())
 }

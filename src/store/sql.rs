@@ -15,7 +15,7 @@ pub(super) fn placeholders(from: usize, n: usize) -> String {
 /// it allows, back to `max_in_flight`. Successes of attempts that were
 /// already in flight at the last cut (started no later than it) say
 /// nothing about the lower cap. Postgres's batch of results runs a copy
-/// inside `dakghar_complete_attempts` (migration 0026): change both
+/// inside `dakghar_record_attempts` (migration 0028): change both
 /// together; the adaptive-cap tests run on both backends.
 pub(super) const ENDPOINT_SUCCEEDED: &str =
     "UPDATE endpoints SET failure_streak = 0, transient_streak = 0, failing_since = NULL, \

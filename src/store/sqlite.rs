@@ -241,7 +241,7 @@ pub(super) async fn complete_attempts(
             "UPDATE deliveries SET state = $1, attempts = attempts + $2, attempt_seq = $3, \
                next_attempt_at = $4, {UNCLAIMED}, last_status = $5, last_response = $6, \
                last_error = $7, finished_at = $8, updated_at = $9 \
-             WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING *"
+             WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING id"
         )
     });
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
@@ -255,7 +255,7 @@ pub(super) async fn complete_attempts(
             next_at,
             finished_at,
         } = c.outcome();
-        let updated = sqlx::query_as::<_, Delivery>(&UPDATE)
+        let updated = sqlx::query_scalar::<_, String>(&UPDATE)
             .bind(state.as_str())
             .bind(counted)
             .bind(record.attempt)
@@ -269,10 +269,10 @@ pub(super) async fn complete_attempts(
             .bind(&claimed.claim_token)
             .fetch_optional(&mut *tx)
             .await?;
-        let Some(updated) = updated else {
+        if updated.is_none() {
             answers.push(Err(StoreError::LostClaim(claimed.id.clone())));
             continue;
-        };
+        }
         sqlx::query(insert_attempt)
             .bind(&claimed.id)
             .bind(record.attempt)
@@ -288,7 +288,7 @@ pub(super) async fn complete_attempts(
             .execute(&mut *tx)
             .await?;
         written.push(c);
-        answers.push(Ok(updated));
+        answers.push(Ok(c.written_row()));
     }
     for h in healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)

@@ -821,6 +821,8 @@ async fn deliveries_move_through_their_states(store: Store) {
     assert_eq!((after.lease_until, after.claim_token.clone()), (None, None));
     assert_eq!(after.last_status, Some(500));
     assert_eq!(after.finished_at, None);
+    // The store builds the row it answers with instead of reading it back.
+    assert_eq!(store.delivery(&after.id).await.unwrap(), after, "as stored");
 
     // The stale claim can no longer finish it.
     let stale = store
@@ -901,6 +903,13 @@ async fn deliveries_move_through_their_states(store: Store) {
         .await
         .unwrap();
     assert_eq!(late.state(), Some(DeliveryState::Expired));
+    for answered in [&done, &bad, &late] {
+        assert_eq!(
+            &store.delivery(&answered.id).await.unwrap(),
+            answered,
+            "as stored"
+        );
+    }
     assert!(
         store
             .claim_due(
