@@ -194,8 +194,8 @@ pub(super) async fn insert_events(
     pool: &PgPool,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
-    let endpoints = "SELECT * FROM endpoints WHERE account_id = ANY($1) AND state <> 'disabled' \
-                     ORDER BY created_at, id";
+    // Planned once per connection (migration 0029).
+    let endpoints = "SELECT * FROM dakghar_ingest_endpoints($1)";
     let write = "WITH kept AS ( \
                    INSERT INTO events (account_id, id, event_type, payload, created_at, \
                      traceparent) \
