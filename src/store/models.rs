@@ -443,3 +443,14 @@ pub struct Replay {
     pub status: String,
     pub window_ms: Option<i64>,
 }
+
+/// What a claim took, and whether it held due work back for want of a
+/// slot: an endpoint (or its host) full or being claimed elsewhere, every
+/// free slot of one taken, or the limit reached. Slots freed by this
+/// claim's attempts may let that work through; work held back by a rate
+/// limit waits for the next second instead and does not count.
+#[derive(Debug, Default)]
+pub struct Claim {
+    pub deliveries: Vec<Delivery>,
+    pub held_back: bool,
+}

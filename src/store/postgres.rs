@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    Connection, PgPool,
+    Connection, FromRow, PgPool, Row,
 };
 
 use super::{
     claim_rules::ClaimRules,
     completion::{Completion, Outcome},
     ingest::{self, NewIngest},
-    parse_options, redact_url, Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
+    parse_options, redact_url, Claim, Delivery, Endpoint, InsertedEvent, Pool, Result, Store,
+    StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -82,11 +83,14 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_due` (migrations 0012, 0014 and 0015, where
-/// its rules are explained): each endpoint is locked, without waiting, only
-/// while its free slots are counted and its rows leased, so claims on
-/// every node run side by side and `max_in_flight` still holds across
-/// them. One round trip: the claim is on the path of every first attempt.
+/// Claims in one statement, `dakghar_claim_round` (migration 0030; the
+/// rules are explained in 0012, 0014, 0015 and 0027): each endpoint is
+/// locked, without waiting, only while its free slots are counted and its
+/// rows leased, so claims on every node run side by side and
+/// `max_in_flight` still holds across them. One round trip: the claim is
+/// on the path of every first attempt. Every row carries the claim's
+/// `held_back`; a claim that took nothing has no rows, and nothing to wake
+/// for.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
@@ -94,18 +98,27 @@ pub(super) async fn claim_due(
     limit: i64,
     rules: ClaimRules,
     token: &str,
-) -> Result<Vec<Delivery>> {
-    Ok(
-        sqlx::query_as::<_, Delivery>("SELECT * FROM dakghar_claim_due($1, $2, $3, $4, $5, $6)")
-            .bind(now.millis())
-            .bind(lease_until.millis())
-            .bind(limit)
-            .bind(token)
-            .bind(rules.default_rate)
-            .bind(rules.host_cap)
-            .fetch_all(pool)
-            .await?,
+) -> Result<Claim> {
+    let rows = sqlx::query(
+        "SELECT c.held_back, (c.claimed).* FROM dakghar_claim_round($1, $2, $3, $4, $5, $6) c",
     )
+    .bind(now.millis())
+    .bind(lease_until.millis())
+    .bind(limit)
+    .bind(token)
+    .bind(rules.default_rate)
+    .bind(rules.host_cap)
+    .fetch_all(pool)
+    .await?;
+    let mut claim = Claim {
+        deliveries: Vec::with_capacity(rows.len()),
+        held_back: false,
+    };
+    for row in &rows {
+        claim.held_back |= row.try_get::<bool, _>("held_back")?;
+        claim.deliveries.push(Delivery::from_row(row)?);
+    }
+    Ok(claim)
 }
 
 /// The channel that tells every node's workers new work is due. Named per

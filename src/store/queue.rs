@@ -14,7 +14,7 @@ use super::{
     ingest::NewIngest,
     postgres,
     sql::{placeholders, UNCLAIMED},
-    sqlite, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, Result, Store,
+    sqlite, Claim, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, Result, Store,
     StoreError,
 };
 use crate::clock::Timestamp;
@@ -64,8 +64,19 @@ impl Store {
         limit: i64,
         rules: ClaimRules,
     ) -> Result<Vec<Delivery>> {
+        Ok(self.claim(now, lease_until, limit, rules).await?.deliveries)
+    }
+
+    /// `claim_due`, saying also whether the claim held work back.
+    pub async fn claim(
+        &self,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: i64,
+        rules: ClaimRules,
+    ) -> Result<Claim> {
         let token = self.claim_token();
-        let mut claimed = match &self.pool {
+        let mut claim = match &self.pool {
             Pool::Sqlite(reader) => {
                 let writer = self.writer.as_ref().unwrap_or(reader);
                 sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
@@ -75,8 +86,10 @@ impl Store {
                     .await?
             }
         };
-        claimed.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
-        Ok(claimed)
+        claim
+            .deliveries
+            .sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        Ok(claim)
     }
 
     /// Writes the attempt and moves the delivery on, atomically, provided the

@@ -13,7 +13,7 @@ use super::{
     ingest::{self, NewIngest},
     parse_options,
     sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
-    Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
+    Claim, Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -74,13 +74,14 @@ fn display_path(path: &Path) -> String {
 /// ≤ 0): a closed circuit allows its adaptive cap (at most
 /// `max_in_flight`) in flight, a half-open one a single trial, and a rate
 /// limit (the endpoint's, else `$2`; 0 is none) what is left of this
-/// second's budget (`rate_windows`, window start `$3`). Claims count it
+/// second's budget (`rate_windows`, window start `$3`); `slots` is the
+/// same without the rate limit. Claims count it
 /// under the write lock, so both hold across every process on the file.
 /// Postgres's claim function (migration 0015) keeps the same rules. `$1`
 /// is now.
 const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
        CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
-            ELSE s.free END AS free \
+            ELSE s.free END AS free, s.free AS slots \
      FROM (SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, $2) AS rate, \
        COALESCE((SELECT w.used FROM rate_windows w \
                  WHERE w.key = 'start:' || e.id AND w.window_start = $3), 0) AS spent, \
@@ -93,18 +94,20 @@ const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
      WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
        AND (e.throttled_until IS NULL OR e.throttled_until <= $1)) s";
 
-/// Endpoints with free slots and due work, the longest-waiting first:
-/// `(id, host, rate, free)`, the parameters of `CLAIM_SLOTS`. Built once:
+/// Endpoints with due work that may start some now, or that are full
+/// (`slots` ≤ 0: held back, a claim says so), the longest-waiting first:
+/// `(id, host, rate, free, slots)`, the parameters of `CLAIM_SLOTS`. Built once:
 /// every claim and every poll runs it.
 static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
     // Materialized: flattened, SQLite evaluated each probe twice.
     format!(
         "WITH s AS MATERIALIZED ( \
-           SELECT s.id, s.host, s.rate, s.free, (SELECT d.next_attempt_at FROM deliveries d \
+           SELECT s.id, s.host, s.rate, s.free, s.slots, (SELECT d.next_attempt_at FROM deliveries d \
              WHERE d.endpoint_id = s.id AND d.state = 'pending' \
              ORDER BY d.next_attempt_at LIMIT 1) AS at \
            FROM ({CLAIM_SLOTS}) s) \
-         SELECT id, host, rate, free FROM s WHERE free > 0 AND at <= $1 ORDER BY at"
+         SELECT id, host, rate, free, slots FROM s WHERE (free > 0 OR slots <= 0) AND at <= $1 \
+         ORDER BY at"
     )
 });
 
@@ -136,7 +139,7 @@ pub(super) async fn claim_due(
     limit: i64,
     rules: ClaimRules,
     token: &str,
-) -> Result<Vec<Delivery>> {
+) -> Result<Claim> {
     let window = rules.rate_window(now);
     // Most polls and wakes find nothing due: learn that from a plain read
     // before taking the one writer. (On Postgres the same probe measured
@@ -148,13 +151,13 @@ pub(super) async fn claim_due(
         .fetch_optional(reader)
         .await?;
     if found.is_none() {
-        return Ok(Vec::new());
+        return Ok(Claim::default());
     }
     let due = "SELECT id FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
                ORDER BY next_attempt_at, id LIMIT $3";
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let open: Vec<(String, Option<String>, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
+    let open: Vec<(String, Option<String>, i64, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
         .bind(now.millis())
         .bind(rules.default_rate)
         .bind(window)
@@ -170,7 +173,8 @@ pub(super) async fn claim_due(
         HashMap::new()
     };
     let mut picked: Vec<String> = Vec::new();
-    for (endpoint_id, host, rate, free) in open {
+    let mut held_back = false;
+    for (endpoint_id, host, rate, free, slots) in open {
         let left = limit - picked.len() as i64;
         if left <= 0 {
             break;
@@ -179,6 +183,11 @@ pub(super) async fn claim_due(
             (Some(h), true) => rules.host_cap - hosts.get(h).copied().unwrap_or(0),
             _ => i64::MAX,
         };
+        let slots = slots.min(host_free);
+        if slots <= 0 {
+            held_back = true;
+            continue;
+        }
         let take = free.min(left).min(host_free);
         if take <= 0 {
             continue;
@@ -190,6 +199,8 @@ pub(super) async fn claim_due(
             .fetch_all(&mut *tx)
             .await?;
         let n = ids.len() as i64;
+        // Every free slot taken: more may wait for one.
+        held_back |= n >= slots;
         if let (Some(h), true) = (host, rules.host_cap > 0) {
             *hosts.entry(h).or_insert(0) += n;
         }
@@ -205,8 +216,10 @@ pub(super) async fn claim_due(
     }
     if picked.is_empty() {
         tx.rollback().await?;
-        return Ok(Vec::new());
+        return Ok(Claim::default());
     }
+    // A full claim may have left work behind, as its loop does not know.
+    held_back |= picked.len() as i64 >= limit;
     let ids = placeholders(4, picked.len());
     let lease = format!(
         "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
@@ -220,9 +233,12 @@ pub(super) async fn claim_due(
     for id in &picked {
         q = q.bind(id);
     }
-    let claimed = q.fetch_all(&mut *tx).await?;
+    let deliveries = q.fetch_all(&mut *tx).await?;
     tx.commit().await?;
-    Ok(claimed)
+    Ok(Claim {
+        deliveries,
+        held_back,
+    })
 }
 
 /// `Store::complete_attempts` a statement per row: on the one writer

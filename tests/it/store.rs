@@ -20,6 +20,7 @@ on_both_backends!(
     a_group_of_events_answers_for_each_and_stores_what_it_answers,
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
+    a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
     expired_leases_are_rescued_without_counting_an_attempt,
@@ -700,6 +701,99 @@ async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
         1,
         "a single half-open trial"
     );
+}
+
+async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let lease = now.plus(Duration::from_secs(300));
+    let acc = store.create_account("acme", now).await.unwrap();
+    let mut seq = 0;
+    let mut due = |kind: &'static str, n: usize| {
+        let (store, acc_id) = (&store, acc.id.clone());
+        let first = seq;
+        seq += n;
+        async move {
+            for i in first..first + n {
+                store
+                    .insert_event(
+                        event(&acc_id, &format!("e{i}"), kind),
+                        now,
+                        now.plus(WINDOW),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let claim = |limit: i64, rules: dakghar::store::ClaimRules| {
+        let store = &store;
+        async move {
+            let c = store.claim(now, lease, limit, rules).await.unwrap();
+            (c.deliveries.len(), c.held_back)
+        }
+    };
+    let rules = dakghar::store::ClaimRules::default();
+    let endpoint = |kind: &str, tweak: fn(&mut dakghar::store::NewEndpoint)| {
+        let mut e = new_endpoint(&acc.id, &format!("https://{kind}.example/"), &[kind]);
+        tweak(&mut e);
+        let store = &store;
+        async move { store.create_endpoint(e, now).await.unwrap() }
+    };
+
+    endpoint("roomy", |_| {}).await;
+    due("roomy", 2).await;
+    assert_eq!(
+        claim(100, rules).await,
+        (2, false),
+        "all there was, slots to spare"
+    );
+    due("roomy", 3).await;
+    assert_eq!(
+        claim(2, rules).await,
+        (2, true),
+        "a full claim may leave work"
+    );
+    assert_eq!(claim(100, rules).await, (1, false));
+
+    let narrow = endpoint("narrow", |e| e.max_in_flight = 3).await;
+    due("narrow", 5).await;
+    assert_eq!(
+        claim(100, rules).await,
+        (3, true),
+        "every slot taken, two wait"
+    );
+    due("roomy", 1).await;
+    assert_eq!(
+        claim(100, rules).await,
+        (1, true),
+        "the full endpoint was passed over with work due"
+    );
+
+    store
+        .set_endpoint_state(&acc.id, &narrow.id, EndpointState::Paused, None, now)
+        .await
+        .unwrap();
+    endpoint("rated", |e| e.rate_limit_per_sec = Some(2)).await;
+    due("rated", 5).await;
+    assert_eq!(
+        claim(100, rules).await,
+        (2, false),
+        "held by the rate limit, which freed slots do not lift"
+    );
+
+    endpoint("hosted", |_| {}).await;
+    due("hosted", 3).await;
+    let host_cap = dakghar::store::ClaimRules {
+        host_cap: 2,
+        ..rules
+    };
+    assert_eq!(
+        claim(100, host_cap).await,
+        (2, true),
+        "the host's slots, not the endpoint's, ran out"
+    );
+    assert_eq!(claim(100, rules).await, (1, false), "the last one");
 }
 
 async fn concurrent_claimers_never_share_a_delivery(store: Store) {
