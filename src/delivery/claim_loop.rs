@@ -23,15 +23,28 @@ use crate::store::{Delivery, Event, StoreError};
 /// already handed it back).
 pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), DeliveryError>>>)>;
 
+/// A round and whether its claim held due work back for want of a slot
+/// (`store::Claim`): only then can its settling let more through.
+pub(super) struct Started {
+    pub round: Round,
+    pub held_back: bool,
+}
+
 impl Engine {
     /// Claims up to `limit` due deliveries and starts their attempts.
-    pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, DeliveryError> {
+    pub(super) async fn start_round(
+        self: &Arc<Self>,
+        limit: i64,
+    ) -> Result<Started, DeliveryError> {
         let now = self.clock.now();
         self.rescuer.now_and_then(now).await?;
         let claim_started = std::time::SystemTime::now();
-        let claimed = crate::metrics::timed(
+        let crate::store::Claim {
+            deliveries: claimed,
+            held_back,
+        } = crate::metrics::timed(
             "dakghar_db_claim_seconds",
-            self.store.claim_due(
+            self.store.claim(
                 now,
                 now.plus(self.settings.lease),
                 limit,
@@ -84,7 +97,10 @@ impl Engine {
             );
             handles.push((delivery, Some(handle)));
         }
-        Ok(handles)
+        Ok(Started {
+            round: handles,
+            held_back,
+        })
     }
 
     /// The claim's span in the trace of `delivery`'s event; its
@@ -196,16 +212,20 @@ impl Engine {
             }
             let limit = permit.num_permits();
             match self.start_round(limit as i64).await {
-                Ok(round) if !round.is_empty() => {
+                Ok(Started { round, held_back }) if !round.is_empty() => {
                     let full = round.len() == limit;
                     // What was claimed keeps its permits until it settles.
                     let kept = permit.split(round.len());
                     let engine = Arc::clone(&self);
                     tokio::spawn(async move {
                         engine.settle(round, kept).await;
-                        // Its in-flight slots are free again: work held
-                        // back by max_in_flight can be claimed now.
-                        engine.wake.notify_one();
+                        // Its in-flight slots are free again: work the
+                        // claim held back for want of them can go now.
+                        // Waking every time cost a claim that mostly
+                        // found nothing (issue 16).
+                        if held_back {
+                            engine.wake.notify_one();
+                        }
                     });
                     // A short claim took all there was; a full one may
                     // have left more behind.
@@ -230,7 +250,7 @@ impl Engine {
     /// One round: rescue expired leases, claim one batch, attempt all of it,
     /// and wait for the attempts. Returns how many deliveries were claimed.
     pub async fn tick(self: &Arc<Self>) -> Result<usize, DeliveryError> {
-        let round = self.start_round(self.settings.batch_size).await?;
+        let Started { round, .. } = self.start_round(self.settings.batch_size).await?;
         let n = round.len();
         self.settle(round, None).await;
         Ok(n)

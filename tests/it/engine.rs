@@ -33,6 +33,7 @@ on_both_backends!(
     both_secrets_sign_during_rotation,
     an_expired_lease_is_rescued_and_delivered_once,
     a_new_event_wakes_idle_workers_at_once,
+    work_held_back_by_a_full_endpoint_goes_as_its_slots_free,
     a_hanging_receiver_does_not_hold_up_the_worker,
     a_node_holds_at_most_workers_times_batch_in_flight,
     resends_are_limited_per_endpoint_with_retry_after,
@@ -517,6 +518,24 @@ async fn a_new_event_wakes_idle_workers_at_once(store: Store) {
     // The workers have now gone idle.
     send_many(&api, 1).await;
     rx.wait_for(2).await;
+}
+
+async fn work_held_back_by_a_full_endpoint_goes_as_its_slots_free(store: Store) {
+    // No polling, and the events are all in while the first two attempts
+    // still hang: only a settled round that wakes its loop delivers the rest.
+    let config = with_workers(|d| {
+        d.workers = 1;
+        d.poll_interval = Duration::from_secs(3600);
+    });
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_secs(1));
+    api.endpoint_with(&rx, json!({ "max_in_flight": 2 })).await;
+    send_many(&api, 6).await;
+    assert!(rx.count() <= 2, "the first two were still hanging");
+    wait_delivered(&api.app.store, 6).await;
+    assert_eq!(rx.count(), 6);
+    assert!(rx.most_concurrent() <= 2);
 }
 
 async fn a_hanging_receiver_does_not_hold_up_the_worker(store: Store) {
