@@ -243,12 +243,18 @@ impl Application {
         let scraped = self.metrics.map(|(listener, metrics)| {
             let stop = stop.clone();
             tokio::spawn(async move {
-                axum::serve(listener, metrics)
+                axum::serve(listener, metrics.into_make_service())
                     .with_graceful_shutdown(async move { stop.cancelled().await })
                     .await
             })
         });
-        let served = axum::serve(listener, self.router)
+        // Served as a make-service, each connection gets the router by an
+        // Arc clone. Served as a bare Router, axum 0.8 re-applies its state
+        // per connection: a deep copy of every route (leptos's options
+        // among them) on the accept loop's one thread. Under a burst of new
+        // connections that copy ate the server's CPU, the backlog grew,
+        // and the waiting clients opened more connections (issue 16).
+        let served = axum::serve(listener, self.router.into_make_service())
             .with_graceful_shutdown(async move {
                 shutdown.await;
                 stop_on_signal.cancel();
