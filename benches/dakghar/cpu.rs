@@ -31,6 +31,13 @@ pub struct PerDelivery {
     pub machine_busy: f64,
 }
 
+impl Sample {
+    /// CPU seconds of the server process so far.
+    pub fn server(&self) -> f64 {
+        self.server
+    }
+}
+
 impl PerDelivery {
     pub fn total_us(&self) -> f64 {
         self.server_us + self.postgres_us + self.receiver_us

@@ -23,6 +23,7 @@ use crate::{
 
 pub struct Figures {
     pub idle_mib: f64,
+    pub per_request: PerRequest,
     pub queued_mib: f64,
     pub in_flight_seen: usize,
     pub burned: usize,
@@ -46,6 +47,35 @@ pub struct Knee {
     pub per_sec: f64,
     /// Each probe's load, p99, and whether it held.
     pub probes: Vec<(f64, Duration, bool)>,
+}
+
+/// Server CPU for one API request (`GET /healthz`), in µs: each on a new
+/// connection, then all on one kept-alive connection. Producers that
+/// reconnect, or a burst that outgrows their pools, pay the first.
+pub struct PerRequest {
+    pub new_connection_us: f64,
+    pub kept_alive_us: f64,
+}
+
+async fn per_request(node: &Server) -> PerRequest {
+    let url = format!("{}/healthz", node.base);
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    PerRequest {
+        new_connection_us: server_us_per_request(node, &fresh, &url).await,
+        kept_alive_us: server_us_per_request(node, &reqwest::Client::new(), &url).await,
+    }
+}
+
+async fn server_us_per_request(node: &Server, client: &reqwest::Client, url: &str) -> f64 {
+    const N: usize = 5_000;
+    let before = cpu::sample(node.pid()).server();
+    for _ in 0..N {
+        client.get(url).send().await.unwrap().bytes().await.unwrap();
+    }
+    (cpu::sample(node.pid()).server() - before) * 1e6 / N as f64
 }
 
 pub const KNEE_P99: Duration = Duration::from_millis(50);
@@ -133,7 +163,11 @@ pub async fn run(
     let node = Server::start(&db.child_url, &["--workers", "10"], dir).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (idle_mib, _) = node.memory();
-    eprintln!("  idle RSS {idle_mib:.1} MiB; queueing {events} events");
+    let per_request = per_request(&node).await;
+    eprintln!(
+        "  idle RSS {idle_mib:.1} MiB; server CPU a request {:.0} µs on a new connection, {:.0} µs kept alive; queueing {events} events",
+        per_request.new_connection_us, per_request.kept_alive_us
+    );
     rx.reset_most_open();
     seed::queue(&store, &account.id, events, "bd").await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -176,6 +210,7 @@ pub async fn run(
     db.finish().await;
     Figures {
         idle_mib,
+        per_request,
         queued_mib,
         in_flight_seen,
         burned,

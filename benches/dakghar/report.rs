@@ -230,6 +230,11 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     }
     let _ = writeln!(
         o,
+        "| Server CPU per API request (GET /healthz, idle node) | {:.0} µs on a new connection each · {:.0} µs on one kept-alive connection | | | |",
+        d.per_request.new_connection_us, d.per_request.kept_alive_us
+    );
+    let _ = writeln!(
+        o,
         "| RSS idle | {:.1} MiB | | ≤ 32 MiB | {} |",
         d.idle_mib,
         yes(d.idle_mib <= 32.0)
