@@ -4,7 +4,7 @@
 //! fault of ours interrupted goes back, and at shutdown what outlasts the
 //! grace period. `tick` is one round by hand, for tests.
 
-use std::sync::Arc;
+use std::sync::{atomic::Ordering, Arc};
 
 use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -23,19 +23,9 @@ use crate::store::{Delivery, Event, StoreError};
 /// already handed it back).
 pub(super) type Round = Vec<(Delivery, Option<JoinHandle<Result<(), DeliveryError>>>)>;
 
-/// A round and whether its claim held due work back for want of a slot
-/// (`store::Claim`): only then can its settling let more through.
-pub(super) struct Started {
-    pub round: Round,
-    pub held_back: bool,
-}
-
 impl Engine {
     /// Claims up to `limit` due deliveries and starts their attempts.
-    pub(super) async fn start_round(
-        self: &Arc<Self>,
-        limit: i64,
-    ) -> Result<Started, DeliveryError> {
+    pub(super) async fn start_round(self: &Arc<Self>, limit: i64) -> Result<Round, DeliveryError> {
         let now = self.clock.now();
         self.rescuer.now_and_then(now).await?;
         let claim_started = std::time::SystemTime::now();
@@ -52,6 +42,9 @@ impl Engine {
             ),
         )
         .await?;
+        if held_back {
+            self.held_back.store(true, Ordering::Release);
+        }
         let mut inputs = match self.store.batch_inputs(&claimed).await {
             Ok(inputs) => inputs,
             Err(e) => {
@@ -97,10 +90,7 @@ impl Engine {
             );
             handles.push((delivery, Some(handle)));
         }
-        Ok(Started {
-            round: handles,
-            held_back,
-        })
+        Ok(handles)
     }
 
     /// The claim's span in the trace of `delivery`'s event; its
@@ -212,18 +202,19 @@ impl Engine {
             }
             let limit = permit.num_permits();
             match self.start_round(limit as i64).await {
-                Ok(Started { round, held_back }) if !round.is_empty() => {
+                Ok(round) if !round.is_empty() => {
                     let full = round.len() == limit;
                     // What was claimed keeps its permits until it settles.
                     let kept = permit.split(round.len());
                     let engine = Arc::clone(&self);
                     tokio::spawn(async move {
                         engine.settle(round, kept).await;
-                        // Its in-flight slots are free again: work the
-                        // claim held back for want of them can go now.
-                        // Waking every time cost a claim that mostly
-                        // found nothing (issue 16).
-                        if held_back {
+                        // Its in-flight slots are free again: work a claim
+                        // held back for want of them can go now. Waking
+                        // every time cost a claim that mostly found
+                        // nothing (issue 16); the claim it wakes sets the
+                        // flag again if work is still held.
+                        if engine.held_back.swap(false, Ordering::AcqRel) {
                             engine.wake.notify_one();
                         }
                     });
@@ -250,7 +241,7 @@ impl Engine {
     /// One round: rescue expired leases, claim one batch, attempt all of it,
     /// and wait for the attempts. Returns how many deliveries were claimed.
     pub async fn tick(self: &Arc<Self>) -> Result<usize, DeliveryError> {
-        let Started { round, .. } = self.start_round(self.settings.batch_size).await?;
+        let round = self.start_round(self.settings.batch_size).await?;
         let n = round.len();
         self.settle(round, None).await;
         Ok(n)

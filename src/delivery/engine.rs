@@ -50,6 +50,12 @@ pub struct Engine {
     pub(super) client: reqwest::Client,
     pub(super) settings: DeliverySettings,
     pub(super) wake: Arc<Notify>,
+    /// A claim since the last settled round held due work back for want
+    /// of a slot (`store::Claim`): the next round to settle frees slots,
+    /// so it wakes a loop to claim again. Engine-wide, because the round
+    /// that frees an endpoint's slot need not be the one whose claim
+    /// found it full.
+    pub(super) held_back: AtomicBool,
     /// This engine's name in work announcements, to skip its own.
     node_id: String,
     /// An announcement is queued and not yet sent: later events ride on it.
@@ -88,6 +94,7 @@ impl Engine {
             clock,
             settings,
             wake: Arc::new(Notify::new()),
+            held_back: AtomicBool::new(false),
             node_id: crate::ids::random_token(16),
             announcing: Arc::new(AtomicBool::new(false)),
             running: Mutex::new(HashMap::new()),

@@ -445,10 +445,11 @@ pub struct Replay {
 }
 
 /// What a claim took, and whether it held due work back for want of a
-/// slot: an endpoint (or its host) full or being claimed elsewhere, every
-/// free slot of one taken, or the limit reached. Slots freed by this
-/// claim's attempts may let that work through; work held back by a rate
-/// limit waits for the next second instead and does not count.
+/// slot: an endpoint (or its host) full or being claimed elsewhere (on
+/// Postgres), or every free slot of one taken. Slots freed by any
+/// attempt may let that work through; work held back by a rate limit
+/// waits for the next second instead and does not count. A claim that
+/// took nothing says it too.
 #[derive(Debug, Default)]
 pub struct Claim {
     pub deliveries: Vec<Delivery>,

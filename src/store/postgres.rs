@@ -83,14 +83,14 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_round` (migration 0030; the
-/// rules are explained in 0012, 0014, 0015 and 0027): each endpoint is
+/// Claims in one statement, `dakghar_claim_round` (migrations 0030 and
+/// 0031; the rules are explained in 0012, 0014, 0015 and 0027): each endpoint is
 /// locked, without waiting, only while its free slots are counted and its
 /// rows leased, so claims on every node run side by side and
 /// `max_in_flight` still holds across them. One round trip: the claim is
 /// on the path of every first attempt. Every row carries the claim's
-/// `held_back`; a claim that took nothing has no rows, and nothing to wake
-/// for.
+/// `held_back`; a claim that took nothing but held work back answers one
+/// row without a delivery.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
@@ -116,7 +116,9 @@ pub(super) async fn claim_due(
     };
     for row in &rows {
         claim.held_back |= row.try_get::<bool, _>("held_back")?;
-        claim.deliveries.push(Delivery::from_row(row)?);
+        if row.try_get::<Option<String>, _>("id")?.is_some() {
+            claim.deliveries.push(Delivery::from_row(row)?);
+        }
     }
     Ok(claim)
 }

@@ -77,7 +77,7 @@ fn display_path(path: &Path) -> String {
 /// second's budget (`rate_windows`, window start `$3`); `slots` is the
 /// same without the rate limit. Claims count it
 /// under the write lock, so both hold across every process on the file.
-/// Postgres's claim function (migration 0015) keeps the same rules. `$1`
+/// Postgres's claim function (migration 0031) keeps the same rules. `$1`
 /// is now.
 const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
        CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
@@ -97,7 +97,7 @@ const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
 /// Endpoints with due work that may start some now, or that are full
 /// (`slots` ≤ 0: held back, a claim says so), the longest-waiting first:
 /// `(id, host, rate, free, slots)`, the parameters of `CLAIM_SLOTS`. Built once:
-/// every claim and every poll runs it.
+/// every claim that finds an open slot runs it.
 static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
     // Materialized: flattened, SQLite evaluated each probe twice.
     format!(
@@ -108,6 +108,16 @@ static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
            FROM ({CLAIM_SLOTS}) s) \
          SELECT id, host, rate, free, slots FROM s WHERE (free > 0 OR slots <= 0) AND at <= $1 \
          ORDER BY at"
+    )
+});
+
+/// Whether any full endpoint has due work: asked only when no endpoint
+/// can start any, so that such a claim still says it held work back.
+static ANY_FULL_WITH_DUE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE slots <= 0 AND EXISTS ( \
+           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
+             AND d.next_attempt_at <= $1) LIMIT 1"
     )
 });
 
@@ -151,7 +161,16 @@ pub(super) async fn claim_due(
         .fetch_optional(reader)
         .await?;
     if found.is_none() {
-        return Ok(Claim::default());
+        let full = sqlx::query(&ANY_FULL_WITH_DUE)
+            .bind(now.millis())
+            .bind(rules.default_rate)
+            .bind(window)
+            .fetch_optional(reader)
+            .await?;
+        return Ok(Claim {
+            deliveries: Vec::new(),
+            held_back: full.is_some(),
+        });
     }
     let due = "SELECT id FROM deliveries \
                WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
@@ -199,7 +218,8 @@ pub(super) async fn claim_due(
             .fetch_all(&mut *tx)
             .await?;
         let n = ids.len() as i64;
-        // Every free slot taken: more may wait for one.
+        // Every free slot taken: more may wait for one (or none did; the
+        // wake-up that costs is one claim).
         held_back |= n >= slots;
         if let (Some(h), true) = (host, rules.host_cap > 0) {
             *hosts.entry(h).or_insert(0) += n;
@@ -216,10 +236,11 @@ pub(super) async fn claim_due(
     }
     if picked.is_empty() {
         tx.rollback().await?;
-        return Ok(Claim::default());
+        return Ok(Claim {
+            deliveries: Vec::new(),
+            held_back,
+        });
     }
-    // A full claim may have left work behind, as its loop does not know.
-    held_back |= picked.len() as i64 >= limit;
     let ids = placeholders(4, picked.len());
     let lease = format!(
         "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \

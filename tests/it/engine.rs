@@ -34,6 +34,7 @@ on_both_backends!(
     an_expired_lease_is_rescued_and_delivered_once,
     a_new_event_wakes_idle_workers_at_once,
     work_held_back_by_a_full_endpoint_goes_as_its_slots_free,
+    a_slot_freed_by_any_round_lets_held_work_through,
     a_hanging_receiver_does_not_hold_up_the_worker,
     a_node_holds_at_most_workers_times_batch_in_flight,
     resends_are_limited_per_endpoint_with_retry_after,
@@ -529,13 +530,40 @@ async fn work_held_back_by_a_full_endpoint_goes_as_its_slots_free(store: Store) 
     });
     let api = Api::with_config(store, config).await;
     let rx = Receiver::start().await;
-    rx.delay(Duration::from_secs(1));
+    rx.delay(Duration::from_secs(2));
     api.endpoint_with(&rx, json!({ "max_in_flight": 2 })).await;
     send_many(&api, 6).await;
     assert!(rx.count() <= 2, "the first two were still hanging");
     wait_delivered(&api.app.store, 6).await;
     assert_eq!(rx.count(), 6);
     assert!(rx.most_concurrent() <= 2);
+}
+
+async fn a_slot_freed_by_any_round_lets_held_work_through(store: Store) {
+    // No polling; two at a time. The first attempt is claimed alone (its
+    // claim held nothing back) and answers in 1.5 s; the second, whose
+    // claim took the last slot, hangs for 8 s; a third event arrives
+    // while both are open. Only the first round's settling can send it
+    // before the second's.
+    let config = with_workers(|d| {
+        d.workers = 1;
+        d.poll_interval = Duration::from_secs(3600);
+    });
+    let api = Api::with_config(store, config).await;
+    let rx = Receiver::start().await;
+    api.endpoint_with(&rx, json!({ "max_in_flight": 2 })).await;
+    rx.delay(Duration::from_millis(1500));
+    send_many(&api, 1).await;
+    rx.wait_for(1).await;
+    rx.delay(Duration::from_secs(8));
+    send_many(&api, 1).await;
+    rx.wait_for(2).await;
+    send_many(&api, 1).await;
+    tokio::time::timeout(Duration::from_secs(5), rx.wait_for(3))
+        .await
+        .expect("the third event waited for the slow attempt");
+    assert!(rx.open() >= 1, "the slow attempt was still open");
+    wait_delivered(&api.app.store, 3).await;
 }
 
 async fn a_hanging_receiver_does_not_hold_up_the_worker(store: Store) {

@@ -751,8 +751,8 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
     due("roomy", 3).await;
     assert_eq!(
         claim(2, rules).await,
-        (2, true),
-        "a full claim may leave work"
+        (2, false),
+        "slots to spare: a full claim's loop claims again anyway"
     );
     assert_eq!(claim(100, rules).await, (1, false));
 
@@ -769,18 +769,28 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         (1, true),
         "the full endpoint was passed over with work due"
     );
+    assert_eq!(
+        claim(100, rules).await,
+        (0, true),
+        "nothing to take, and work held all the same"
+    );
 
     store
         .set_endpoint_state(&acc.id, &narrow.id, EndpointState::Paused, None, now)
         .await
         .unwrap();
-    endpoint("rated", |e| e.rate_limit_per_sec = Some(2)).await;
+    let rated = endpoint("rated", |e| e.rate_limit_per_sec = Some(2)).await;
     due("rated", 5).await;
     assert_eq!(
         claim(100, rules).await,
         (2, false),
         "held by the rate limit, which freed slots do not lift"
     );
+    assert_eq!(claim(100, rules).await, (0, false), "the rate limit alone");
+    store
+        .set_endpoint_state(&acc.id, &rated.id, EndpointState::Paused, None, now)
+        .await
+        .unwrap();
 
     endpoint("hosted", |_| {}).await;
     due("hosted", 3).await;
