@@ -230,7 +230,7 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     }
     let _ = writeln!(
         o,
-        "| Server CPU per API request (GET /healthz, idle node) | {:.0} µs on a new connection each · {:.0} µs on one kept-alive connection | | | |",
+        "| Server CPU per API request (GET /healthz, before the backlog is queued) | {:.0} µs on a new connection each · {:.0} µs on one kept-alive connection | | | |",
         d.per_request.new_connection_us, d.per_request.kept_alive_us
     );
     let _ = writeln!(
