@@ -111,24 +111,33 @@ static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// Whether any full endpoint has due work: asked only when no endpoint
-/// can start any, so that such a claim still says it held work back.
-static ANY_FULL_WITH_DUE: LazyLock<String> = LazyLock::new(|| {
+/// Whether any endpoint whose `CLAIM_SLOTS` row meets `rule` has due work.
+fn any_with_due_where(rule: &str) -> String {
     format!(
-        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE slots <= 0 AND EXISTS ( \
+        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE {rule} AND EXISTS ( \
            SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
              AND d.next_attempt_at <= $1) LIMIT 1"
     )
-});
+}
 
 /// Whether any endpoint has a free slot and due work.
-static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE free > 0 AND EXISTS ( \
-           SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
-             AND d.next_attempt_at <= $1) LIMIT 1"
-    )
-});
+static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| any_with_due_where("free > 0"));
+
+/// Whether any full endpoint has due work: asked only when no endpoint
+/// can start any, so that such a claim still says it held work back.
+static ANY_FULL_WITH_DUE: LazyLock<String> = LazyLock::new(|| any_with_due_where("slots <= 0"));
+
+/// Runs one of the probes above on the reader, with `CLAIM_SLOTS`'s
+/// parameters.
+async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules) -> Result<bool> {
+    Ok(sqlx::query(sql)
+        .bind(now.millis())
+        .bind(rules.default_rate)
+        .bind(rules.rate_window(now))
+        .fetch_optional(reader)
+        .await?
+        .is_some())
+}
 
 /// Attempts in flight per receiver host, for the per-host cap.
 const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
@@ -154,22 +163,10 @@ pub(super) async fn claim_due(
     // Most polls and wakes find nothing due: learn that from a plain read
     // before taking the one writer. (On Postgres the same probe measured
     // slower than just claiming.)
-    let found = sqlx::query(&ANY_OPEN_SLOT)
-        .bind(now.millis())
-        .bind(rules.default_rate)
-        .bind(window)
-        .fetch_optional(reader)
-        .await?;
-    if found.is_none() {
-        let full = sqlx::query(&ANY_FULL_WITH_DUE)
-            .bind(now.millis())
-            .bind(rules.default_rate)
-            .bind(window)
-            .fetch_optional(reader)
-            .await?;
+    if !probe(reader, &ANY_OPEN_SLOT, now, rules).await? {
         return Ok(Claim {
             deliveries: Vec::new(),
-            held_back: full.is_some(),
+            held_back: probe(reader, &ANY_FULL_WITH_DUE, now, rules).await?,
         });
     }
     let due = "SELECT id FROM deliveries \
