@@ -99,8 +99,12 @@ pub async fn db(store: &Store, events: usize, endpoints: usize, url: &str) -> (f
         loops.push(tokio::spawn(async move {
             loop {
                 let now = SystemClock.now();
-                let claimed = store
-                    .claim_due(
+                let dakghar::store::Claim {
+                    deliveries: claimed,
+                    read_along,
+                    ..
+                } = store
+                    .claim(
                         now,
                         now.plus(Duration::from_secs(300)),
                         100,
@@ -118,7 +122,7 @@ pub async fn db(store: &Store, events: usize, endpoints: usize, url: &str) -> (f
                     continue;
                 }
                 // What the engine does with a claimed batch, minus the HTTP.
-                let inputs = store.batch_inputs(&claimed).await.unwrap();
+                let inputs = store.batch_inputs(&claimed, read_along).await.unwrap();
                 assert_eq!(inputs.events.len(), claimed.len());
                 let now = SystemClock.now();
                 let batch: Vec<Completion> = claimed

@@ -32,6 +32,7 @@ impl Engine {
         let crate::store::Claim {
             deliveries: claimed,
             held_back,
+            read_along,
         } = crate::metrics::timed(
             "dakghar_db_claim_seconds",
             self.store.claim(
@@ -45,7 +46,7 @@ impl Engine {
         if held_back {
             self.held_back.store(true, Ordering::Release);
         }
-        let mut inputs = match self.store.batch_inputs(&claimed).await {
+        let mut inputs = match self.store.batch_inputs(&claimed, read_along).await {
             Ok(inputs) => inputs,
             Err(e) => {
                 for delivery in &claimed {

@@ -17,7 +17,8 @@ pub struct UnknownState {
 macro_rules! text_enum {
     ($(#[$doc:meta])* $name:ident as $column:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+        #[serde(try_from = "String")]
         pub enum $name {
             $($(#[$vdoc])* $variant),+
         }
@@ -227,7 +228,9 @@ pub struct PortalSession {
     pub expires_at: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, FromRow)]
+/// `Deserialize` reads the row as Postgres's `row_to_json` writes it, as
+/// a claim sends it along (`ReadAlong`).
+#[derive(Debug, Clone, PartialEq, Eq, FromRow, serde::Deserialize)]
 pub struct Endpoint {
     pub id: String,
     pub account_id: String,
@@ -454,4 +457,17 @@ pub struct Replay {
 pub struct Claim {
     pub deliveries: Vec<Delivery>,
     pub held_back: bool,
+    pub read_along: ReadAlong,
+}
+
+/// What a claim read along with its deliveries, so its round need not
+/// read it again: on Postgres each delivery's event and endpoint (two
+/// statements fewer on the way of every first attempt); on SQLite,
+/// whose reads cost no round trip, nothing.
+#[derive(Debug, Default)]
+pub struct ReadAlong {
+    /// By delivery id.
+    pub events: std::collections::HashMap<String, Event>,
+    /// By id, as stored (secrets sealed), or why the row would not decode.
+    pub endpoints: std::collections::HashMap<String, std::result::Result<Endpoint, String>>,
 }

@@ -11,8 +11,8 @@ use super::{
     claim_rules::ClaimRules,
     completion::{Completion, Outcome},
     ingest::{self, NewIngest},
-    parse_options, redact_url, Claim, Delivery, Endpoint, InsertedEvent, Pool, Result, Store,
-    StoreError,
+    parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
+    Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -83,14 +83,15 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_round` (migrations 0030 and
-/// 0031; the rules are explained in 0012, 0014, 0015 and 0027): each endpoint is
-/// locked, without waiting, only while its free slots are counted and its
-/// rows leased, so claims on every node run side by side and
-/// `max_in_flight` still holds across them. One round trip: the claim is
-/// on the path of every first attempt. Every row carries the claim's
-/// `held_back`; a claim that took nothing but held work back answers one
-/// row without a delivery.
+/// Claims in one statement, `dakghar_claim_with_inputs` (migration 0032)
+/// around `dakghar_claim_round` (0030 and 0031; the rules are explained
+/// in 0012, 0014, 0015 and 0027): each endpoint is locked, without
+/// waiting, only while its free slots are counted and its rows leased, so
+/// claims on every node run side by side and `max_in_flight` still holds
+/// across them. One round trip: the claim is on the path of every first
+/// attempt, so it answers with each delivery's event and endpoint too.
+/// Every row carries the claim's `held_back`; a claim that took nothing
+/// but held work back answers one row without a delivery.
 pub(super) async fn claim_due(
     pool: &PgPool,
     now: Timestamp,
@@ -100,7 +101,11 @@ pub(super) async fn claim_due(
     token: &str,
 ) -> Result<Claim> {
     let rows = sqlx::query(
-        "SELECT c.held_back, (c.claimed).* FROM dakghar_claim_round($1, $2, $3, $4, $5, $6) c",
+        "SELECT c.held_back, (c.claimed).*, (c.event).id IS NOT NULL AS has_event, \
+           (c.event).event_type AS event_type, (c.event).payload AS event_payload, \
+           (c.event).created_at AS event_created_at, (c.event).traceparent AS event_traceparent, \
+           c.endpoint AS endpoint_json \
+         FROM dakghar_claim_with_inputs($1, $2, $3, $4, $5, $6) c",
     )
     .bind(now.millis())
     .bind(lease_until.millis())
@@ -112,15 +117,45 @@ pub(super) async fn claim_due(
     .await?;
     let mut claim = Claim {
         deliveries: Vec::with_capacity(rows.len()),
-        held_back: false,
+        ..Claim::default()
     };
     for row in &rows {
         claim.held_back |= row.try_get::<bool, _>("held_back")?;
-        if row.try_get::<Option<String>, _>("id")?.is_some() {
-            claim.deliveries.push(Delivery::from_row(row)?);
+        if row.try_get::<Option<String>, _>("id")?.is_none() {
+            continue;
         }
+        let delivery = Delivery::from_row(row)?;
+        if let Some(json) = row.try_get::<Option<String>, _>("endpoint_json")? {
+            let endpoint = serde_json::from_str::<Endpoint>(&json)
+                .map_err(|e| format!("the endpoint's row would not decode: {e}"));
+            claim
+                .read_along
+                .endpoints
+                .insert(delivery.endpoint_id.clone(), endpoint);
+        }
+        if let Some(event) = event_along(row, &delivery) {
+            claim.read_along.events.insert(delivery.id.clone(), event);
+        }
+        claim.deliveries.push(delivery);
     }
     Ok(claim)
+}
+
+/// A claimed delivery's event as its claim read it along; `None` if it
+/// was not found or will not decode: the round reads it again, and a row
+/// that still will not decode holds back only its own delivery.
+fn event_along(row: &sqlx::postgres::PgRow, delivery: &Delivery) -> Option<Event> {
+    if !row.try_get::<Option<bool>, _>("has_event").ok()?? {
+        return None;
+    }
+    Some(Event {
+        account_id: delivery.account_id.clone(),
+        id: delivery.event_id.clone(),
+        event_type: row.try_get("event_type").ok()?,
+        payload: row.try_get("event_payload").ok()?,
+        created_at: row.try_get("event_created_at").ok()?,
+        traceparent: row.try_get("event_traceparent").ok()?,
+    })
 }
 
 /// The channel that tells every node's workers new work is due. Named per

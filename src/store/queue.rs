@@ -14,8 +14,8 @@ use super::{
     ingest::NewIngest,
     postgres,
     sql::{placeholders, UNCLAIMED},
-    sqlite, Claim, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, Result, Store,
-    StoreError,
+    sqlite, Claim, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, ReadAlong,
+    Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -305,14 +305,31 @@ impl Store {
         claim_held(n, claimed)
     }
 
-    pub async fn batch_inputs(&self, claimed: &[Delivery]) -> Result<BatchInputs> {
+    /// What a claimed batch's attempts need: what its claim read along,
+    /// and the rest read here.
+    pub async fn batch_inputs(
+        &self,
+        claimed: &[Delivery],
+        read_along: ReadAlong,
+    ) -> Result<BatchInputs> {
         if claimed.is_empty() {
             return Ok(BatchInputs::default());
         }
-        let mut endpoint_ids: Vec<&str> = claimed.iter().map(|d| d.endpoint_id.as_str()).collect();
+        let ReadAlong {
+            events: mut found_events,
+            endpoints: mut found_endpoints,
+        } = read_along;
+        let mut endpoint_ids: Vec<&str> = claimed
+            .iter()
+            .map(|d| d.endpoint_id.as_str())
+            .filter(|id| !found_endpoints.contains_key(*id))
+            .collect();
         endpoint_ids.sort_unstable();
         endpoint_ids.dedup();
-        let batch: Vec<&Delivery> = claimed.iter().collect();
+        let batch: Vec<&Delivery> = claimed
+            .iter()
+            .filter(|d| !found_events.contains_key(&d.id))
+            .collect();
         let mut inputs = BatchInputs::default();
         // One query each, side by side: both are on the path of every
         // first attempt, and neither needs the other. If a row will not
@@ -321,50 +338,37 @@ impl Store {
             self.endpoints_by_id(&endpoint_ids),
             self.events_of_deliveries(&batch)
         );
-        let endpoints: Vec<std::result::Result<Endpoint, (String, String)>> = match all_endpoints {
-            Ok(all) => all.into_iter().map(Ok).collect(),
+        match all_endpoints {
+            Ok(all) => found_endpoints.extend(all.into_iter().map(|ep| (ep.id.clone(), Ok(ep)))),
             Err(StoreError::Database(e)) if is_decode(&e) => {
-                let mut each = Vec::with_capacity(endpoint_ids.len());
                 for id in &endpoint_ids {
-                    each.push(
-                        self.endpoints_by_id(&[id])
-                            .await
-                            .map_err(|e| (id.to_string(), e.to_string())),
-                    );
-                }
-                each.into_iter()
-                    .flat_map(|r| match r {
-                        Ok(found) => found.into_iter().map(Ok).collect::<Vec<_>>(),
-                        Err(broken) => vec![Err(broken)],
-                    })
-                    .collect()
-            }
-            Err(e) => return Err(e),
-        };
-        for ep in endpoints {
-            match ep {
-                Ok(ep) => {
-                    let id = ep.id.clone();
-                    match self.opened_to_sign(ep) {
-                        Ok(ep) => {
-                            inputs.endpoints.insert(id, ep);
-                        }
+                    match self.endpoints_by_id(&[id]).await {
+                        Ok(found) => found_endpoints
+                            .extend(found.into_iter().map(|ep| (ep.id.clone(), Ok(ep)))),
                         Err(e) => {
-                            inputs.broken_endpoints.insert(id, e.to_string());
+                            found_endpoints.insert(id.to_string(), Err(e.to_string()));
                         }
                     }
                 }
-                Err((id, why)) => {
+            }
+            Err(e) => return Err(e),
+        }
+        for (id, ep) in found_endpoints {
+            match ep.and_then(|ep| self.opened_to_sign(ep).map_err(|e| e.to_string())) {
+                Ok(ep) => {
+                    inputs.endpoints.insert(id, ep);
+                }
+                Err(why) => {
                     inputs.broken_endpoints.insert(id, why);
                 }
             }
         }
         match all_events {
-            Ok(all) => inputs.events.extend(all),
+            Ok(all) => found_events.extend(all),
             Err(StoreError::Database(e)) if is_decode(&e) => {
                 for d in &batch {
                     match self.events_of_deliveries(&[d]).await {
-                        Ok(found) => inputs.events.extend(found),
+                        Ok(found) => found_events.extend(found),
                         Err(e) => {
                             inputs.broken_events.insert(d.id.clone(), e.to_string());
                         }
@@ -373,11 +377,15 @@ impl Store {
             }
             Err(e) => return Err(e),
         }
+        inputs.events = found_events;
         Ok(inputs)
     }
 
     /// The endpoints of these ids as stored (secrets still sealed).
     async fn endpoints_by_id(&self, ids: &[&str]) -> Result<Vec<Endpoint>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let sql = format!(
             "SELECT * FROM endpoints WHERE id IN ({})",
             placeholders(1, ids.len())
@@ -393,6 +401,9 @@ impl Store {
 
     /// Each of these deliveries' event, by delivery id.
     async fn events_of_deliveries(&self, claimed: &[&Delivery]) -> Result<Vec<(String, Event)>> {
+        if claimed.is_empty() {
+            return Ok(Vec::new());
+        }
         let rows = match &self.pool {
             // The keys travel as arrays: one plan whatever the batch's
             // size, and no read of the (partitioned) deliveries, whose

@@ -167,6 +167,7 @@ pub(super) async fn claim_due(
         return Ok(Claim {
             deliveries: Vec::new(),
             held_back: probe(reader, &ANY_FULL_WITH_DUE, now, rules).await?,
+            ..Claim::default()
         });
     }
     let due = "SELECT id FROM deliveries \
@@ -234,8 +235,8 @@ pub(super) async fn claim_due(
     if picked.is_empty() {
         tx.rollback().await?;
         return Ok(Claim {
-            deliveries: Vec::new(),
             held_back,
+            ..Claim::default()
         });
     }
     let ids = placeholders(4, picked.len());
@@ -256,6 +257,7 @@ pub(super) async fn claim_due(
     Ok(Claim {
         deliveries,
         held_back,
+        ..Claim::default()
     })
 }
 

@@ -21,6 +21,7 @@ on_both_backends!(
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
+    a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
     expired_leases_are_rescued_without_counting_an_attempt,
@@ -804,6 +805,88 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         "the host's slots, not the endpoint's, ran out"
     );
     assert_eq!(claim(100, rules).await, (1, false), "the last one");
+}
+
+async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    let mut endpoints = Vec::new();
+    for host in ["a", "b"] {
+        let url = format!("https://{host}.example/");
+        endpoints.push(
+            store
+                .create_endpoint(new_endpoint(&acc.id, &url, &[]), now)
+                .await
+                .unwrap(),
+        );
+    }
+    let batch: Vec<NewIngest> = (0..3)
+        .map(|i| NewIngest {
+            event: event(&acc.id, &format!("e{i}"), "invoice.paid"),
+            only: None,
+            now,
+            give_up_at: now.plus(WINDOW),
+            traceparent: (i == 0)
+                .then(|| "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string()),
+        })
+        .collect();
+    for inserted in store.insert_events(&batch).await.unwrap() {
+        inserted.unwrap();
+    }
+
+    let claim = store
+        .claim(
+            now,
+            now.plus(Duration::from_secs(300)),
+            100,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claim.deliveries.len(), 6, "three events to two endpoints");
+    let along = &claim.read_along;
+    match store.backend() {
+        // Each delivery's event and its endpoint, read by the claim's own
+        // round trip.
+        Backend::Postgres => {
+            assert_eq!(along.events.len(), 6);
+            assert_eq!(along.endpoints.len(), 2, "each endpoint once");
+        }
+        // In-process reads cost no round trip: the round reads them.
+        Backend::Sqlite => {
+            assert!(along.events.is_empty() && along.endpoints.is_empty());
+        }
+    }
+    let claimed = claim.deliveries;
+    let given = store
+        .batch_inputs(&claimed, claim.read_along)
+        .await
+        .unwrap();
+    let read = store
+        .batch_inputs(&claimed, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        given.events, read.events,
+        "as a read of the events finds them"
+    );
+    assert_eq!(
+        given.endpoints, read.endpoints,
+        "as a read of the endpoints finds them"
+    );
+    assert!(given.broken_endpoints.is_empty() && given.broken_events.is_empty());
+    for d in &claimed {
+        let e = &given.events[&d.id];
+        assert_eq!((&e.account_id, &e.id), (&d.account_id, &d.event_id));
+        assert_eq!(e.payload, br#"{"amount":42}"#.to_vec());
+        assert_eq!(e.traceparent.is_some(), d.event_id == "e0");
+        let ep = &given.endpoints[&d.endpoint_id];
+        assert_eq!(
+            ep.secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            "opened to sign"
+        );
+    }
 }
 
 async fn concurrent_claimers_never_share_a_delivery(store: Store) {
