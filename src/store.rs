@@ -106,7 +106,7 @@ pub use completion::{AttemptRecord, Completion, Transition};
 pub use endpoints::{EndpointFailure, EndpointPatch, NewEndpoint};
 pub use error::{Result, StoreError};
 pub use events::{AnswerFilter, EventFilter, EventPage, InsertedEvent, NewEvent};
-pub use group_commit::GroupCommit;
+pub use group_commit::{GroupCommit, Linger};
 pub use health::{Health, LastAttempt, Latency, WindowStats};
 pub use ingest::{Ingester, NewIngest};
 pub use key_uses::KeyUses;

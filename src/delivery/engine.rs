@@ -64,8 +64,9 @@ pub struct Engine {
     pub(super) rescuer: LeaseRescuer,
     /// Claimed and not yet settled deliveries, one permit each.
     pub(super) room: Arc<Semaphore>,
-    /// Attempts under way, so shutdown can hand back what misses the grace period.
-    pub(super) running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
+    /// Attempts under way, so shutdown can hand back what misses the grace
+    /// period (and the recorder knows when more results are coming).
+    pub(super) running: Arc<Mutex<HashMap<String, (Delivery, AbortHandle)>>>,
     pub(super) fault_hook: Mutex<Option<FaultHook>>,
     pub(super) telemetry: Arc<crate::telemetry::Telemetry>,
 }
@@ -85,10 +86,14 @@ impl Engine {
         settings: DeliverySettings,
         telemetry: Arc<crate::telemetry::Telemetry>,
     ) -> reqwest::Result<Arc<Engine>> {
+        let running: Arc<Mutex<HashMap<_, _>>> = Arc::default();
+        let under_way = Arc::clone(&running);
         Ok(Arc::new(Engine {
             client: request::client(&settings)?,
             room: Arc::new(Semaphore::new(room_size(&settings) as usize)),
-            recorder: Recorder::start(store.clone()),
+            recorder: Recorder::start(store.clone(), move || {
+                under_way.lock().unwrap_or_else(|e| e.into_inner()).len()
+            }),
             rescuer: LeaseRescuer::new(store.clone()),
             store,
             clock,
@@ -97,7 +102,7 @@ impl Engine {
             held_back: AtomicBool::new(false),
             node_id: crate::ids::random_token(16),
             announcing: Arc::new(AtomicBool::new(false)),
-            running: Mutex::new(HashMap::new()),
+            running,
             fault_hook: Mutex::new(None),
             telemetry,
         }))

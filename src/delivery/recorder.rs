@@ -3,19 +3,35 @@
 //! batch is most of what makes the engine fast.
 
 use super::error::DeliveryError;
-use crate::store::{Completion, Delivery, GroupCommit, Store, StoreError};
+use crate::store::{Completion, Delivery, GroupCommit, Linger, Store, StoreError};
 
 /// The most results one transaction carries.
 const MAX_BATCH: usize = 256;
+
+/// The longest a short group of results waits for the results of attempts
+/// still under way. A result is on the way of no request: its slot and
+/// the dashboard wait for it, the receiver does not. At 10 % load a result
+/// call carried 1.6 results for 0.4 ms of Postgres, most of it the call's
+/// own cost whatever its size.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 #[derive(Debug, Clone)]
 pub struct Recorder(GroupCommit<Completion, Delivery>);
 
 impl Recorder {
     /// Starts the writer task; it ends once every `Recorder` is dropped.
-    pub fn start(store: Store) -> Recorder {
+    /// `under_way` counts the attempts not yet settled, those whose
+    /// results wait in a group among them: a group waits (up to `LINGER`)
+    /// only while some are still out, so a lone attempt, as to an
+    /// endpoint allowed one at a time, is written at once.
+    pub fn start(store: Store, under_way: impl Fn() -> usize + Send + Sync + 'static) -> Recorder {
+        let linger = Linger {
+            at_most: LINGER,
+            more_coming: Box::new(move |grouped| under_way() > grouped),
+        };
         Recorder(GroupCommit::start(
             MAX_BATCH,
+            Some(linger),
             "attempt results",
             Box::new(move |batch| {
                 let store = store.clone();

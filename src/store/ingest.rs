@@ -150,8 +150,11 @@ pub struct Ingester(GroupCommit<NewIngest, InsertedEvent>);
 impl Ingester {
     /// Starts the writer task; it ends once every `Ingester` is dropped.
     pub fn start(store: Store) -> Ingester {
+        // No linger: the producer waits for the commit, and so does the
+        // first attempt.
         Ingester(GroupCommit::start(
             MAX_GROUP,
+            None,
             "events",
             Box::new(move |group| {
                 let store = store.clone();
