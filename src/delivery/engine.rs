@@ -60,6 +60,10 @@ pub struct Engine {
     node_id: String,
     /// An announcement is queued and not yet sent: later events ride on it.
     announcing: Arc<AtomicBool>,
+    /// This node's workers run: they are woken directly.
+    claims_here: AtomicBool,
+    /// Whether other nodes' workers listen for announcements.
+    peers: Peers,
     pub(super) recorder: Recorder,
     pub(super) rescuer: LeaseRescuer,
     /// Claimed and not yet settled deliveries, one permit each.
@@ -102,6 +106,8 @@ impl Engine {
             held_back: AtomicBool::new(false),
             node_id: crate::ids::random_token(16),
             announcing: Arc::new(AtomicBool::new(false)),
+            claims_here: AtomicBool::new(false),
+            peers: Peers::default(),
             running,
             fault_hook: Mutex::new(None),
             telemetry,
@@ -128,10 +134,18 @@ impl Engine {
         // every extra worker woken spends a claim transaction finding
         // nothing. A worker that claims something looks again at once.
         self.wake.notify_one();
+        // A node whose own workers were just woken tells others only if
+        // some listen: alone, each announcement was a statement and a
+        // commit an ingest group (about one an event at 10 % load), heard
+        // by no one but itself.
+        let alone = self.claims_here.load(Ordering::Acquire) && !self.peers.heard_lately();
+        if !self.store.has_other_nodes() || alone {
+            return;
+        }
         // The producer does not wait for the NOTIFY round trip. While one is
         // queued, later events skip theirs: the queued one clears the flag
         // before it is sent, so it goes out after every event that skipped.
-        if !self.store.has_other_nodes() || self.announcing.swap(true, Ordering::AcqRel) {
+        if self.announcing.swap(true, Ordering::AcqRel) {
             return;
         }
         let (store, flag, origin) = (
@@ -157,8 +171,10 @@ impl Engine {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wakes this node's workers whenever any node announces new work.
+    /// Wakes this node's workers whenever any node announces new work, and
+    /// says every `HELLO_EVERY` that this node listens.
     pub(super) async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
+        self.claims_here.store(true, Ordering::Release);
         let mut listener = loop {
             match self.store.listen_for_work().await {
                 Ok(Some(l)) => break l,
@@ -172,15 +188,29 @@ impl Engine {
                 }
             }
         };
+        let hello = format!("{}{HELLO}", self.node_id);
+        let mut hellos = tokio::time::interval(HELLO_EVERY);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = hellos.tick() => {
+                    if let Err(e) = self.store.announce_work_from(&hello).await {
+                        tracing::warn!(error = %e, "could not tell other nodes this one listens");
+                    }
+                }
                 // recv reconnects by itself after a dropped connection.
                 got = listener.recv() => match got {
                     // Our own news: wake() already woke a worker here, and
                     // a second one would only claim nothing.
-                    Ok(n) if n.payload() == self.node_id => {}
-                    Ok(_) => self.wake.notify_one(),
+                    Ok(n) if n.payload() == self.node_id || n.payload() == hello => {}
+                    Ok(n) => {
+                        self.peers.heard();
+                        // A hello is no work, but a node of the version
+                        // before hellos took it as work, and so a claim.
+                        if !n.payload().ends_with(HELLO) {
+                            self.wake.notify_one();
+                        }
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "listening for work failed; retrying");
                         tokio::select! {
@@ -191,5 +221,44 @@ impl Engine {
                 },
             }
         }
+    }
+}
+
+/// How often a node with workers says on the work channel that it
+/// listens, and the payload's end that marks it (after the node's name).
+const HELLO_EVERY: Duration = Duration::from_secs(10);
+const HELLO: &str = ".hello";
+
+/// When another node was last heard on the work channel: its hello, or
+/// work it announced. Heard within three hellos, it is taken to listen.
+#[derive(Debug)]
+struct Peers {
+    since: std::time::Instant,
+    /// Milliseconds after `since`; `u64::MAX` for never.
+    last_heard_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Peers {
+    fn default() -> Self {
+        Peers {
+            since: std::time::Instant::now(),
+            last_heard_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Peers {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
+    }
+
+    fn heard(&self) {
+        self.last_heard_ms.store(self.now_ms(), Ordering::Release);
+    }
+
+    fn heard_lately(&self) -> bool {
+        let last = self.last_heard_ms.load(Ordering::Acquire);
+        let window = u64::try_from((HELLO_EVERY * 3).as_millis()).unwrap_or(u64::MAX);
+        last != u64::MAX && self.now_ms().saturating_sub(last) <= window
     }
 }

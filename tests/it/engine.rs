@@ -705,6 +705,97 @@ async fn another_node_wakes_on_postgres_notify() {
     db.finish().await;
 }
 
+/// On Postgres a node with workers announces new work only while another
+/// node listens: alone, its own workers, woken directly, are all there is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_node_announces_work_only_while_another_listens() {
+    let db = TestDb::postgres().await;
+    let Raw::Postgres(pool) = &db.raw().await else {
+        unreachable!("postgres only");
+    };
+    let channel = format!("dakghar_work_{}", db.store.pg_schema().unwrap());
+    let mut heard = sqlx::postgres::PgListener::connect_with(pool)
+        .await
+        .unwrap();
+    heard.listen(&channel).await.unwrap();
+    let api = Api::with_config(db.store.clone(), with_workers(|_| {})).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    let hello = next_payload(&mut heard).await;
+    let node = hello
+        .strip_suffix(".hello")
+        .expect("a node with workers says it listens")
+        .to_string();
+
+    send_many(&api, 3).await;
+    rx.wait_for(3).await;
+    wait_delivered(&api.app.store, 3).await;
+    let sent = payloads_until(&mut heard, pool, &channel, "marker").await;
+    assert!(!sent.contains(&node), "alone, it announced: {sent:?}");
+
+    let idle_worker = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
+    let other = spawn_node(db.another_node().await, idle_worker, api.app.clock.clone()).await;
+    loop {
+        let p = next_payload(&mut heard).await;
+        if p.ends_with(".hello") && p != hello {
+            break;
+        }
+    }
+    // The node hears the other's hello as this test does, at about the
+    // same time: new work is announced from then on.
+    let mut announced = false;
+    for n in 1..=20 {
+        send_many(&api, 1).await;
+        wait_delivered(&api.app.store, 3 + n).await;
+        let marker = format!("marker {n}");
+        let sent = payloads_until(&mut heard, pool, &channel, &marker).await;
+        if sent.contains(&node) {
+            announced = true;
+            break;
+        }
+    }
+    assert!(
+        announced,
+        "with another node listening, new work is announced"
+    );
+
+    other.shutdown().await;
+    drop(api);
+    db.finish().await;
+}
+
+async fn next_payload(listener: &mut sqlx::postgres::PgListener) -> String {
+    let n = tokio::time::timeout(Duration::from_secs(30), listener.recv())
+        .await
+        .expect("a notification within 30 s")
+        .unwrap();
+    n.payload().to_string()
+}
+
+/// What the channel carried before `marker`, which this sends now.
+async fn payloads_until(
+    listener: &mut sqlx::postgres::PgListener,
+    pool: &sqlx::PgPool,
+    channel: &str,
+    marker: &str,
+) -> Vec<String> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(channel)
+        .bind(marker)
+        .execute(pool)
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let p = next_payload(listener).await;
+        if p == marker {
+            return seen;
+        }
+        seen.push(p);
+    }
+}
+
 /// Until the worker node's LISTEN is in place, a notification would be missed.
 async fn wait_until_listening(db: &TestDb) {
     let Raw::Postgres(pool) = &db.raw().await else {
