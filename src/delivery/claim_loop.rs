@@ -4,7 +4,10 @@
 //! fault of ours interrupted goes back, and at shutdown what outlasts the
 //! grace period. `tick` is one round by hand, for tests.
 
-use std::sync::{atomic::Ordering, Arc};
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc,
+};
 
 use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -80,7 +83,9 @@ impl Engine {
             let trace = self.claim_span(&delivery, &event, claim_started, claimed_count);
             let engine = Arc::clone(self);
             let task_delivery = delivery.clone();
+            let under_way = UnderWay::start(&self.under_way);
             let handle = tokio::spawn(async move {
+                let _under_way = under_way;
                 engine
                     .attempt(&task_delivery, &endpoint, &event, trace.as_deref())
                     .await
@@ -293,6 +298,24 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// One attempt counted in `Engine::under_way` from before its task starts
+/// until the task ends, however it ends (its result committed, a fault,
+/// a panic, or aborted at shutdown).
+struct UnderWay(Arc<AtomicUsize>);
+
+impl UnderWay {
+    fn start(count: &Arc<AtomicUsize>) -> UnderWay {
+        count.fetch_add(1, Ordering::AcqRel);
+        UnderWay(Arc::clone(count))
+    }
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

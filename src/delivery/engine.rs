@@ -7,7 +7,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Duration,
@@ -60,17 +60,20 @@ pub struct Engine {
     node_id: String,
     /// An announcement is queued and not yet sent: later events ride on it.
     announcing: Arc<AtomicBool>,
-    /// This node's workers run: they are woken directly.
-    claims_here: AtomicBool,
-    /// Whether other nodes' workers listen for announcements.
+    /// This node's workers listen for work: they are woken directly, and
+    /// hear other nodes' hellos.
+    listening: AtomicBool,
+    /// When another node's workers last said they listen.
     peers: Peers,
     pub(super) recorder: Recorder,
     pub(super) rescuer: LeaseRescuer,
     /// Claimed and not yet settled deliveries, one permit each.
     pub(super) room: Arc<Semaphore>,
-    /// Attempts under way, so shutdown can hand back what misses the grace
-    /// period (and the recorder knows when more results are coming).
-    pub(super) running: Arc<Mutex<HashMap<String, (Delivery, AbortHandle)>>>,
+    /// Attempts under way, so shutdown can hand back what misses the grace period.
+    pub(super) running: Mutex<HashMap<String, (Delivery, AbortHandle)>>,
+    /// Attempts started whose tasks have not ended (their results not yet
+    /// committed), so the recorder knows when more results are coming.
+    pub(super) under_way: Arc<AtomicUsize>,
     pub(super) fault_hook: Mutex<Option<FaultHook>>,
     pub(super) telemetry: Arc<crate::telemetry::Telemetry>,
 }
@@ -90,14 +93,12 @@ impl Engine {
         settings: DeliverySettings,
         telemetry: Arc<crate::telemetry::Telemetry>,
     ) -> reqwest::Result<Arc<Engine>> {
-        let running: Arc<Mutex<HashMap<_, _>>> = Arc::default();
-        let under_way = Arc::clone(&running);
+        let under_way = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&under_way);
         Ok(Arc::new(Engine {
             client: request::client(&settings)?,
             room: Arc::new(Semaphore::new(room_size(&settings) as usize)),
-            recorder: Recorder::start(store.clone(), move || {
-                under_way.lock().unwrap_or_else(|e| e.into_inner()).len()
-            }),
+            recorder: Recorder::start(store.clone(), move || counted.load(Ordering::Acquire)),
             rescuer: LeaseRescuer::new(store.clone()),
             store,
             clock,
@@ -106,9 +107,10 @@ impl Engine {
             held_back: AtomicBool::new(false),
             node_id: crate::ids::random_token(16),
             announcing: Arc::new(AtomicBool::new(false)),
-            claims_here: AtomicBool::new(false),
+            listening: AtomicBool::new(false),
             peers: Peers::default(),
-            running,
+            running: Mutex::new(HashMap::new()),
+            under_way,
             fault_hook: Mutex::new(None),
             telemetry,
         }))
@@ -138,7 +140,7 @@ impl Engine {
         // some listen: alone, each announcement was a statement and a
         // commit an ingest group (about one an event at 10 % load), heard
         // by no one but itself.
-        let alone = self.claims_here.load(Ordering::Acquire) && !self.peers.heard_lately();
+        let alone = self.listening.load(Ordering::Acquire) && !self.peers.heard_lately();
         if !self.store.has_other_nodes() || alone {
             return;
         }
@@ -174,7 +176,6 @@ impl Engine {
     /// Wakes this node's workers whenever any node announces new work, and
     /// says every `HELLO_EVERY` that this node listens.
     pub(super) async fn listen(self: Arc<Self>, shutdown: CancellationToken) {
-        self.claims_here.store(true, Ordering::Release);
         let mut listener = loop {
             match self.store.listen_for_work().await {
                 Ok(Some(l)) => break l,
@@ -190,37 +191,44 @@ impl Engine {
         };
         let hello = format!("{}{HELLO}", self.node_id);
         let mut hellos = tokio::time::interval(HELLO_EVERY);
+        hellos.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.listening.store(true, Ordering::Release);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => break,
+                // Sent beside the listener, which keeps reading meanwhile.
                 _ = hellos.tick() => {
-                    if let Err(e) = self.store.announce_work_from(&hello).await {
-                        tracing::warn!(error = %e, "could not tell other nodes this one listens");
-                    }
+                    let (store, hello) = (self.store.clone(), hello.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = store.announce_work_from(&hello).await {
+                            tracing::warn!(error = %e, "could not tell other nodes this one listens");
+                        }
+                    });
                 }
                 // recv reconnects by itself after a dropped connection.
                 got = listener.recv() => match got {
                     // Our own news: wake() already woke a worker here, and
                     // a second one would only claim nothing.
                     Ok(n) if n.payload() == self.node_id || n.payload() == hello => {}
-                    Ok(n) => {
-                        self.peers.heard();
-                        // A hello is no work, but a node of the version
-                        // before hellos took it as work, and so a claim.
-                        if !n.payload().ends_with(HELLO) {
-                            self.wake.notify_one();
-                        }
-                    }
+                    // Only a node with workers says hello, and a hello is
+                    // no work: nothing to claim yet.
+                    Ok(n) if n.payload().ends_with(HELLO) => self.peers.heard(),
+                    Ok(_) => self.wake.notify_one(),
                     Err(e) => {
+                        // Deaf meanwhile: announce, as peers may listen.
+                        self.listening.store(false, Ordering::Release);
                         tracing::warn!(error = %e, "listening for work failed; retrying");
                         tokio::select! {
-                            _ = shutdown.cancelled() => return,
+                            _ = shutdown.cancelled() => break,
                             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                         }
+                        self.listening.store(true, Ordering::Release);
                     }
                 },
             }
         }
+        // Stopping: work that arrives now is for other nodes' workers.
+        self.listening.store(false, Ordering::Release);
     }
 }
 
@@ -229,8 +237,10 @@ impl Engine {
 const HELLO_EVERY: Duration = Duration::from_secs(10);
 const HELLO: &str = ".hello";
 
-/// When another node was last heard on the work channel: its hello, or
-/// work it announced. Heard within three hellos, it is taken to listen.
+/// When another node's hello was last heard on the work channel. Heard
+/// within three hellos, its workers are taken to listen. (A node of the
+/// version before hellos is not heard: until it is replaced, its workers
+/// find new work from other nodes by their poll.)
 #[derive(Debug)]
 struct Peers {
     since: std::time::Instant,

@@ -468,6 +468,6 @@ pub struct Claim {
 pub struct ReadAlong {
     /// By delivery id.
     pub events: std::collections::HashMap<String, Event>,
-    /// By id, as stored (secrets sealed), or why the row would not decode.
-    pub endpoints: std::collections::HashMap<String, std::result::Result<Endpoint, String>>,
+    /// By id, as stored (secrets sealed).
+    pub endpoints: std::collections::HashMap<String, Endpoint>,
 }

@@ -83,9 +83,9 @@ pub async fn connect_pooled(
     })
 }
 
-/// Claims in one statement, `dakghar_claim_with_inputs` (migration 0032)
-/// around `dakghar_claim_round` (0030 and 0031; the rules are explained
-/// in 0012, 0014, 0015 and 0027): each endpoint is locked, without
+/// Claims in one statement, `dakghar_claim_with_inputs` (migration 0033,
+/// 0031's claim whose leasing statement also joins the inputs; the rules
+/// are explained in 0012, 0014, 0015 and 0027): each endpoint is locked, without
 /// waiting, only while its free slots are counted and its rows leased, so
 /// claims on every node run side by side and `max_in_flight` still holds
 /// across them. One round trip: the claim is on the path of every first
@@ -126,12 +126,19 @@ pub(super) async fn claim_due(
         }
         let delivery = Delivery::from_row(row)?;
         if let Some(json) = row.try_get::<Option<String>, _>("endpoint_json")? {
-            let endpoint = serde_json::from_str::<Endpoint>(&json)
-                .map_err(|e| format!("the endpoint's row would not decode: {e}"));
-            claim
-                .read_along
-                .endpoints
-                .insert(delivery.endpoint_id.clone(), endpoint);
+            // One that will not decode here is read again as a row, which
+            // says whether it is broken or this decoding is.
+            match serde_json::from_str::<Endpoint>(&json) {
+                Ok(endpoint) => {
+                    claim
+                        .read_along
+                        .endpoints
+                        .insert(delivery.endpoint_id.clone(), endpoint);
+                }
+                Err(e) => {
+                    tracing::warn!(endpoint = %delivery.endpoint_id, error = %e, "the claim's copy of an endpoint did not decode; reading it again");
+                }
+            }
         }
         if let Some(event) = event_along(row, &delivery) {
             claim.read_along.events.insert(delivery.id.clone(), event);

@@ -317,8 +317,10 @@ impl Store {
         }
         let ReadAlong {
             events: mut found_events,
-            endpoints: mut found_endpoints,
+            endpoints,
         } = read_along;
+        let mut found_endpoints: HashMap<String, std::result::Result<Endpoint, String>> =
+            endpoints.into_iter().map(|(id, ep)| (id, Ok(ep))).collect();
         let mut endpoint_ids: Vec<&str> = claimed
             .iter()
             .map(|d| d.endpoint_id.as_str())
@@ -331,9 +333,10 @@ impl Store {
             .filter(|d| !found_events.contains_key(&d.id))
             .collect();
         let mut inputs = BatchInputs::default();
-        // One query each, side by side: both are on the path of every
-        // first attempt, and neither needs the other. If a row will not
-        // decode, one query per id, so that row alone is broken.
+        // One query each, side by side: what the claim did not read along
+        // (all of it on SQLite) is on the way of the first attempt, and
+        // neither needs the other. If a row will not decode, one query per
+        // id, so that row alone is broken.
         let (all_endpoints, all_events) = tokio::join!(
             self.endpoints_by_id(&endpoint_ids),
             self.events_of_deliveries(&batch)

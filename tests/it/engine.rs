@@ -706,7 +706,8 @@ async fn another_node_wakes_on_postgres_notify() {
 }
 
 /// On Postgres a node with workers announces new work only while another
-/// node listens: alone, its own workers, woken directly, are all there is.
+/// node's workers listen: alone, its own workers, woken directly, are all
+/// there is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
 async fn a_node_announces_work_only_while_another_listens() {
@@ -715,10 +716,13 @@ async fn a_node_announces_work_only_while_another_listens() {
         unreachable!("postgres only");
     };
     let channel = format!("dakghar_work_{}", db.store.pg_schema().unwrap());
+    // The test's markers travel on a channel of their own, which the node
+    // does not hear: one session receives both channels in commit order.
+    let markers = format!("{channel}_test_markers");
     let mut heard = sqlx::postgres::PgListener::connect_with(pool)
         .await
         .unwrap();
-    heard.listen(&channel).await.unwrap();
+    heard.listen_all([&*channel, &*markers]).await.unwrap();
     let api = Api::with_config(db.store.clone(), with_workers(|_| {})).await;
     let rx = Receiver::start().await;
     api.endpoint(&rx).await;
@@ -731,7 +735,7 @@ async fn a_node_announces_work_only_while_another_listens() {
     send_many(&api, 3).await;
     rx.wait_for(3).await;
     wait_delivered(&api.app.store, 3).await;
-    let sent = payloads_until(&mut heard, pool, &channel, "marker").await;
+    let sent = payloads_until(&mut heard, pool, &markers, "alone").await;
     assert!(!sent.contains(&node), "alone, it announced: {sent:?}");
 
     let idle_worker = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
@@ -748,8 +752,8 @@ async fn a_node_announces_work_only_while_another_listens() {
     for n in 1..=20 {
         send_many(&api, 1).await;
         wait_delivered(&api.app.store, 3 + n).await;
-        let marker = format!("marker {n}");
-        let sent = payloads_until(&mut heard, pool, &channel, &marker).await;
+        let marker = format!("then {n}");
+        let sent = payloads_until(&mut heard, pool, &markers, &marker).await;
         if sent.contains(&node) {
             announced = true;
             break;
@@ -773,15 +777,16 @@ async fn next_payload(listener: &mut sqlx::postgres::PgListener) -> String {
     n.payload().to_string()
 }
 
-/// What the channel carried before `marker`, which this sends now.
+/// What the listener heard before `marker`, which this sends on
+/// `markers` now.
 async fn payloads_until(
     listener: &mut sqlx::postgres::PgListener,
     pool: &sqlx::PgPool,
-    channel: &str,
+    markers: &str,
     marker: &str,
 ) -> Vec<String> {
     sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(channel)
+        .bind(markers)
         .bind(marker)
         .execute(pool)
         .await
