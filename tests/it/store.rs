@@ -851,7 +851,7 @@ async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
         // round trip.
         Backend::Postgres => {
             assert_eq!(along.events.len(), 6);
-            assert_eq!(along.endpoints.len(), 2, "each endpoint once");
+            assert_eq!(along.endpoints.len(), 2, "both endpoints");
         }
         // In-process reads cost no round trip: the round reads them.
         Backend::Sqlite => {
@@ -1533,6 +1533,45 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// A Postgres claim sends each endpoint's row along once, however many of
+/// its deliveries it took (the rest of its rows carry none), and every
+/// delivery's event.
+#[tokio::test]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_claim_sends_each_endpoint_along_once() {
+    let db = crate::helpers::TestDb::postgres().await;
+    let store = &db.store;
+    let now = TestClock::starting_now().now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    for host in ["a", "b"] {
+        let url = format!("https://{host}.example/");
+        store
+            .create_endpoint(new_endpoint(&acc.id, &url, &[]), now)
+            .await
+            .unwrap();
+    }
+    for i in 0..3 {
+        store
+            .insert_event(event(&acc.id, &format!("e{i}"), "t"), now, now.plus(WINDOW))
+            .await
+            .unwrap();
+    }
+    let (at, lease) = (now.millis(), now.plus(Duration::from_secs(300)).millis());
+    store
+        .execute_script(&format!(
+            "DO $$ DECLARE n BIGINT; e BIGINT; ev BIGINT; BEGIN \
+               SELECT count(*), count(endpoint), count((event).id) INTO n, e, ev \
+               FROM dakghar_claim_with_inputs({at}, {lease}, 100, 'test.claim', 0, 0); \
+               IF n <> 6 OR e <> 2 OR ev <> 6 THEN \
+                 RAISE EXCEPTION '% rows, % endpoint copies, % events', n, e, ev; \
+               END IF; \
+             END $$"
+        ))
+        .await
+        .expect("six deliveries, two endpoint copies, six events");
+    db.finish().await;
 }
 
 /// A claim commits without waiting for the WAL flush (a claim lost to a
