@@ -241,34 +241,18 @@ const HELLO: &str = ".hello";
 /// within three hellos, its workers are taken to listen. (A node of the
 /// version before hellos is not heard: until it is replaced, its workers
 /// find new work from other nodes by their poll.)
-#[derive(Debug)]
-struct Peers {
-    since: std::time::Instant,
-    /// Milliseconds after `since`; `u64::MAX` for never.
-    last_heard_ms: std::sync::atomic::AtomicU64,
-}
-
-impl Default for Peers {
-    fn default() -> Self {
-        Peers {
-            since: std::time::Instant::now(),
-            last_heard_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
-        }
-    }
-}
+#[derive(Debug, Default)]
+struct Peers(Mutex<Option<std::time::Instant>>);
 
 impl Peers {
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX - 1)
-    }
-
     fn heard(&self) {
-        self.last_heard_ms.store(self.now_ms(), Ordering::Release);
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
     }
 
     fn heard_lately(&self) -> bool {
-        let last = self.last_heard_ms.load(Ordering::Acquire);
-        let window = u64::try_from((HELLO_EVERY * 3).as_millis()).unwrap_or(u64::MAX);
-        last != u64::MAX && self.now_ms().saturating_sub(last) <= window
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at.elapsed() <= HELLO_EVERY * 3)
     }
 }

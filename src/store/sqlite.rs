@@ -165,7 +165,6 @@ pub(super) async fn claim_due(
     // slower than just claiming.)
     if !probe(reader, &ANY_OPEN_SLOT, now, rules).await? {
         return Ok(Claim {
-            deliveries: Vec::new(),
             held_back: probe(reader, &ANY_FULL_WITH_DUE, now, rules).await?,
             ..Claim::default()
         });
