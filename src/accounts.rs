@@ -11,6 +11,7 @@ pub mod portal;
 mod sign_in;
 pub mod team;
 
+pub use crate::store::KeyHolder;
 pub use bootstrap::{first_admin, FirstAdmin, FIRST_ACCOUNT, FIRST_ADMIN_EMAIL};
 pub use sign_in::{sign_in, SignIn};
 
@@ -20,8 +21,7 @@ use crate::{
     context::Ctx,
     error::{Error, OrNotFound, Result},
     store::{
-        Account, AccountOverview, ApiKey, GlobalRates, Notification, PlatformKey, Role, Store,
-        StoreError, User,
+        Account, AccountOverview, ApiKey, GlobalRates, Notification, Role, Store, StoreError, User,
     },
 };
 
@@ -125,41 +125,62 @@ pub async fn revoke_api_key(
         .or_not_found("API key")
 }
 
-/// Whose a bearer token is.
-#[derive(Debug, Clone)]
-pub enum KeyHolder {
-    /// An account's key: acts on that account only.
-    Account(ApiKey),
-    /// The platform's key: acts on any account.
-    Platform(PlatformKey),
-}
-
 /// The active key behind a bearer token; its use is recorded.
 pub async fn authenticate(ctx: &Ctx, key: &str) -> Result<KeyHolder> {
-    let store = &ctx.store;
     let hash = api_key::hash(key);
+    let holder = look_up(&ctx.store, key, &hash).await?;
+    record_use(ctx, &holder).await;
+    Ok(holder)
+}
+
+/// `authenticate` for a producer about to ingest, from this node's cache
+/// when it has seen the key before. The caller passes the key's id on to
+/// the write (`store::NewIngest::key_id`), which checks it is still
+/// active: only there is a cached key as good as a looked-up one.
+pub async fn producer(ctx: &Ctx, key: &str) -> Result<KeyHolder> {
+    let hash = api_key::hash(key);
+    let holder = match ctx.keys.get(&hash) {
+        Some(holder) => holder,
+        None => {
+            let holder = look_up(&ctx.store, key, &hash).await?;
+            ctx.keys.keep(hash, holder.clone());
+            holder
+        }
+    };
+    record_use(ctx, &holder).await;
+    Ok(holder)
+}
+
+async fn look_up(store: &Store, key: &str, hash: &str) -> Result<KeyHolder> {
     let found = if key.starts_with(api_key::PLATFORM_KEY_PREFIX) {
         store
-            .active_platform_key(&hash)
+            .active_platform_key(hash)
             .await
             .map(KeyHolder::Platform)
     } else {
-        store.active_api_key(&hash).await.map(KeyHolder::Account)
+        store.active_api_key(hash).await.map(KeyHolder::Account)
     };
     match found {
-        Ok(holder) => {
-            let (platform, id) = match &holder {
-                KeyHolder::Account(k) => (false, &k.id),
-                KeyHolder::Platform(k) => (true, &k.id),
-            };
-            ctx.key_uses
-                .record(store, platform, id, ctx.clock.now())
-                .await;
-            Ok(holder)
-        }
-        Err(StoreError::NotFound) => Err(Error::Unauthorized("unknown or revoked API key".into())),
+        Ok(holder) => Ok(holder),
+        Err(StoreError::NotFound) => Err(revoked()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What a caller with an unknown or revoked key is told.
+pub fn revoked() -> Error {
+    Error::Unauthorized("unknown or revoked API key".into())
+}
+
+async fn record_use(ctx: &Ctx, holder: &KeyHolder) {
+    ctx.key_uses
+        .record(
+            &ctx.store,
+            holder.is_platform(),
+            holder.key_id(),
+            ctx.clock.now(),
+        )
+        .await;
 }
 
 pub async fn user_by_email(store: &Store, email: &str) -> Result<User> {

@@ -12,7 +12,7 @@ use crate::{
     clock::SharedClock,
     config::ServeConfig,
     delivery::engine::Engine,
-    store::{Ingester, KeyUses, Store},
+    store::{Ingester, KeyCache, KeyUses, Store},
 };
 
 /// The services every request handler and server function shares.
@@ -27,6 +27,8 @@ pub struct Ctx {
     /// Wakes the mailer: someone waits for an email just queued.
     pub mail: Arc<tokio::sync::Notify>,
     pub key_uses: KeyUses,
+    /// Keys seen here, for ingest (the write checks they are still active).
+    pub keys: KeyCache,
     /// Turns at checking a password: sign-in floods wait here, briefly,
     /// or are answered busy.
     pub hashing: password::Gate,

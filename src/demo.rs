@@ -170,7 +170,7 @@ pub fn trickle(
                 event_type: ty.to_string(),
                 payload: payload.to_string().into_bytes(),
             };
-            if let Err(e) = events::ingest(&ctx, event, None, None).await {
+            if let Err(e) = events::ingest(&ctx, event, None, None, None).await {
                 tracing::warn!(error = %e, "demo event not stored");
             }
             tokio::select! {

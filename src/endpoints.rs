@@ -290,7 +290,7 @@ pub async fn send_test_event(ctx: &Ctx, account_id: &str, id: &str) -> Result<St
         event_type: "dakghar.test".to_string(),
         payload: payload.to_string().into_bytes(),
     };
-    events::ingest(ctx, new, Some(&endpoint.id), None).await?;
+    events::ingest(ctx, new, Some(&endpoint.id), None, None).await?;
     Ok(event_id)
 }
 

@@ -60,6 +60,7 @@ impl From<StoreError> for Error {
         match e {
             StoreError::NotFound => Error::NotFound("resource"),
             StoreError::Conflict(what) => Error::Conflict(format!("{what} already exists")),
+            StoreError::KeyRevoked => crate::accounts::revoked(),
             e => Error::Store(e),
         }
     }

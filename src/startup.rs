@@ -132,6 +132,7 @@ impl Application {
                 engine: Arc::clone(&engine),
                 mail: Arc::new(tokio::sync::Notify::new()),
                 key_uses: Default::default(),
+                keys: Default::default(),
                 hashing: Default::default(),
                 gauges: Default::default(),
                 ingest_rate: crate::auth::ingest_rate::IngestRate::new(ingest_rate_limit),

@@ -35,18 +35,21 @@ impl Caller {
 
 /// The key behind the Authorization header.
 pub async fn key_holder(parts: &Parts, state: &AppState) -> Result<KeyHolder, ApiError> {
+    Ok(accounts::authenticate(&state.ctx, bearer(parts)?).await?)
+}
+
+fn bearer(parts: &Parts) -> Result<&str, ApiError> {
     let header = parts
         .headers
         .get(axum::http::header::AUTHORIZATION)
         .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <api key>"))?;
-    let key = header
+    header
         .to_str()
         .ok()
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|k| !k.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("Authorization must be: Bearer <api key>"))?;
-    Ok(accounts::authenticate(&state.ctx, key).await?)
+        .ok_or_else(|| ApiError::unauthorized("Authorization must be: Bearer <api key>"))
 }
 
 /// The `{account}` of a `/api/v1/accounts/{account}/…` route, if this is one.
@@ -58,33 +61,58 @@ async fn account_in_path(parts: &mut Parts, state: &AppState) -> Option<String> 
         .map(|(_, value)| value.to_string())
 }
 
+/// The account `holder` acts on at this route.
+async fn acting(
+    parts: &mut Parts,
+    state: &AppState,
+    holder: KeyHolder,
+) -> Result<Caller, ApiError> {
+    let ctx = Arc::clone(&state.ctx);
+    match (holder, account_in_path(parts, state).await) {
+        (KeyHolder::Account(k), None) => Ok(Caller {
+            account_id: k.account_id,
+            key_id: k.id,
+            is_admin: k.is_admin,
+        }),
+        (KeyHolder::Platform(k), Some(reference)) => {
+            let account = platform::account(&ctx.store, &reference).await?;
+            Ok(Caller {
+                account_id: account.id,
+                key_id: k.id,
+                is_admin: false,
+            })
+        }
+        (KeyHolder::Account(_), Some(_)) => Err(ApiError::forbidden(
+            "/api/v1/accounts/… needs a platform key; an account's key acts at /api/v1/…",
+        )),
+        (KeyHolder::Platform(_), None) => Err(ApiError::forbidden(
+            "a platform key names the account: /api/v1/accounts/{account}/…",
+        )),
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let ctx = Arc::clone(&state.ctx);
         let holder = key_holder(parts, state).await?;
-        match (holder, account_in_path(parts, state).await) {
-            (KeyHolder::Account(k), None) => Ok(Caller {
-                account_id: k.account_id,
-                key_id: k.id,
-                is_admin: k.is_admin,
-            }),
-            (KeyHolder::Platform(k), Some(reference)) => {
-                let account = platform::account(&ctx.store, &reference).await?;
-                Ok(Caller {
-                    account_id: account.id,
-                    key_id: k.id,
-                    is_admin: false,
-                })
-            }
-            (KeyHolder::Account(_), Some(_)) => Err(ApiError::forbidden(
-                "/api/v1/accounts/… needs a platform key; an account's key acts at /api/v1/…",
-            )),
-            (KeyHolder::Platform(_), None) => Err(ApiError::forbidden(
-                "a platform key names the account: /api/v1/accounts/{account}/…",
-            )),
-        }
+        acting(parts, state, holder).await
+    }
+}
+
+/// A caller about to ingest. Its key may be one this node saw before and
+/// did not look up again (`accounts::producer`): whatever it does with
+/// it must pass `key_id` to the write, which checks the key is active.
+#[derive(Debug, Clone)]
+pub struct Producer(pub Caller);
+
+impl FromRequestParts<AppState> for Producer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let key = bearer(parts)?.to_string();
+        let holder = accounts::producer(&state.ctx, &key).await?;
+        Ok(Producer(acting(parts, state, holder).await?))
     }
 }
 

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{
-    caller::{Caller, PathId},
+    caller::{Caller, PathId, Producer},
     error::{ApiError, ApiResult},
     ingest_body::{read_event, too_large, EventIn, Incoming, MAX_PAYLOAD_BYTES},
 };
@@ -73,7 +73,7 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
     security(("api_key" = [])))]
 pub async fn ingest(
     State(state): State<AppState>,
-    caller: Caller,
+    Producer(caller): Producer,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<IngestOut>)> {
@@ -93,7 +93,8 @@ pub async fn ingest(
         payload,
     };
     let trace = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    let ingested = events::ingest(&state.ctx, new, None, trace).await?;
+    let key = Some(caller.key_id.as_str());
+    let ingested = events::ingest(&state.ctx, new, None, trace, key).await?;
     let out = IngestOut {
         id,
         deliveries: ingested

@@ -24,12 +24,15 @@ pub struct Ingested {
 
 /// Stores `new` for every endpoint that wants its type, or for `only` that
 /// one endpoint whatever its filter (the dashboard's test event). `trace`
-/// is the producer's `traceparent`, if it sent one.
+/// is the producer's `traceparent`, if it sent one. `key_id` is the
+/// producer's API key when nothing checked it is active since
+/// `accounts::producer` took it from the cache: the write does.
 pub async fn ingest(
     ctx: &Ctx,
     new: NewEvent,
     only: Option<&str>,
     trace: Option<&str>,
+    key_id: Option<&str>,
 ) -> Result<Ingested> {
     let mut span = ctx.telemetry.start("ingest", SpanKind::Server, trace, None);
     if let Some(span) = span.as_mut() {
@@ -37,7 +40,8 @@ pub async fn ingest(
         span.set("dakghar.account_id", new.account_id.clone());
         span.set("dakghar.event_type", new.event_type.clone());
     }
-    let ingested = store(ctx, new, only, span.as_ref().map(Span::traceparent)).await;
+    let traceparent = span.as_ref().map(Span::traceparent);
+    let ingested = store(ctx, new, only, traceparent, key_id).await;
     if let Some(mut span) = span {
         match &ingested {
             Ok(i) => {
@@ -56,6 +60,7 @@ async fn store(
     new: NewEvent,
     only: Option<&str>,
     traceparent: Option<String>,
+    key_id: Option<&str>,
 ) -> Result<Ingested> {
     let now = ctx.clock.now();
     if let Err(wait_ms) = ctx.ingest_rate.spend(&new.account_id, now) {
@@ -76,6 +81,7 @@ async fn store(
         now,
         give_up_at,
         traceparent,
+        key_id: key_id.map(str::to_owned),
     };
     let inserted =
         crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;
@@ -107,6 +113,12 @@ async fn store(
                 deliveries: ctx.store.deliveries_of_event(&account_id, &id).await?,
                 created: false,
             })
+        }
+        Err(StoreError::KeyRevoked) => {
+            if let Some(key_id) = key_id {
+                ctx.keys.forget(key_id);
+            }
+            Err(crate::accounts::revoked())
         }
         Err(e) => Err(e.into()),
     }

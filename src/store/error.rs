@@ -10,6 +10,10 @@ pub enum StoreError {
     /// The delivery is no longer held by this claim (rescued or finished elsewhere).
     #[error("claim on delivery {0} is no longer held")]
     LostClaim(String),
+    /// The API key an event came with was revoked (or its account
+    /// deleted) before the write: nothing was stored.
+    #[error("the API key was revoked")]
+    KeyRevoked,
     #[error("{0}")]
     Config(String),
     #[error("cannot connect to the database at {url}: {cause}")]

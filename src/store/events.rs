@@ -237,6 +237,7 @@ impl Store {
             now,
             give_up_at,
             traceparent: None,
+            key_id: None,
         };
         self.insert_events(std::slice::from_ref(&one))
             .await?

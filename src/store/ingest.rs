@@ -21,6 +21,23 @@ pub struct NewIngest {
     pub give_up_at: Timestamp,
     /// The ingest span's `traceparent`, when traces are exported.
     pub traceparent: Option<String>,
+    /// The API key the producer sent, when this node did not look it up
+    /// for this event (`accounts::producer`): the write stores the event
+    /// only if the key is still active, and answers `KeyRevoked` if not.
+    pub key_id: Option<String>,
+}
+
+/// The keys a batch's events must find active, each once.
+pub(super) fn keys(batch: &[NewIngest]) -> Vec<String> {
+    let mut ids: Vec<String> = batch.iter().filter_map(|n| n.key_id.clone()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Whether the write may store `item`, given the keys it found active.
+fn keyed(item: &NewIngest, active: &HashSet<String>) -> bool {
+    item.key_id.as_ref().is_none_or(|k| active.contains(k))
 }
 
 /// The accounts a batch ingests for, each once.
@@ -32,12 +49,14 @@ pub(super) fn accounts(batch: &[NewIngest]) -> Vec<String> {
 }
 
 /// What the batch leaves behind, given the `(account_id, id)` of the
-/// events the insert kept and the accounts' endpoints in fan-out order.
+/// events the insert kept, the keys it found active and the accounts'
+/// endpoints in fan-out order.
 /// The rows are built here as the database will hold them, so each is
 /// written once and never read back.
 pub(super) fn fan_out(
     batch: &[NewIngest],
     kept: &[(String, String)],
+    active: &HashSet<String>,
     endpoints: &[Endpoint],
 ) -> Vec<Result<InsertedEvent>> {
     let mut new: HashSet<(&str, &str)> = kept
@@ -48,6 +67,9 @@ pub(super) fn fan_out(
         .iter()
         .map(|item| {
             let e = &item.event;
+            if !keyed(item, active) {
+                return Err(StoreError::KeyRevoked);
+            }
             // Only the first of the batch's same ids was inserted.
             if !new.remove(&(e.account_id.as_str(), e.id.as_str())) {
                 return Err(StoreError::Conflict("an event with this id"));
@@ -97,7 +119,8 @@ pub(super) fn fan_out(
 }
 
 /// `fan_out` before the write knows what it kept: every event of the
-/// batch as if new (a repeated id within the batch still only once).
+/// batch as if new (a repeated id within the batch still only once) and
+/// its keys active.
 pub(super) fn fan_out_planned(
     batch: &[NewIngest],
     endpoints: &[Endpoint],
@@ -106,20 +129,27 @@ pub(super) fn fan_out_planned(
         .iter()
         .map(|n| (n.event.account_id.clone(), n.event.id.clone()))
         .collect();
-    fan_out(batch, &all, endpoints)
+    fan_out(batch, &all, &keys(batch).into_iter().collect(), endpoints)
 }
 
-/// A planned fan-out as the write left it: events it did not keep (their
-/// id was taken) are conflicts, and of the rest only the deliveries it
-/// made remain (an endpoint deleted or disabled meanwhile got none).
+/// A planned fan-out as the write left it: events whose key it found
+/// revoked were refused, others it did not keep (their id was taken) are
+/// conflicts, and of the rest only the deliveries it made remain (an
+/// endpoint deleted or disabled meanwhile got none).
 pub(super) fn as_written(
+    batch: &[NewIngest],
     planned: Vec<Result<InsertedEvent>>,
     kept: &HashSet<(String, String)>,
+    active: &HashSet<String>,
     made: &HashSet<String>,
 ) -> Vec<Result<InsertedEvent>> {
-    planned
-        .into_iter()
-        .map(|r| {
+    batch
+        .iter()
+        .zip(planned)
+        .map(|(item, r)| {
+            if !keyed(item, active) {
+                return Err(StoreError::KeyRevoked);
+            }
             let mut inserted = r?;
             let key = (inserted.event.account_id.clone(), inserted.event.id.clone());
             if !kept.contains(&key) {

@@ -4,6 +4,28 @@
 use super::{conflict_as, expect_one, ApiKey, PlatformKey, Pool, Result, Store};
 use crate::{clock::Timestamp, ids};
 
+/// Whose a bearer token is.
+#[derive(Debug, Clone)]
+pub enum KeyHolder {
+    /// An account's key: acts on that account only.
+    Account(ApiKey),
+    /// The platform's key: acts on any account.
+    Platform(PlatformKey),
+}
+
+impl KeyHolder {
+    pub fn key_id(&self) -> &str {
+        match self {
+            KeyHolder::Account(k) => &k.id,
+            KeyHolder::Platform(k) => &k.id,
+        }
+    }
+
+    pub fn is_platform(&self) -> bool {
+        matches!(self, KeyHolder::Platform(_))
+    }
+}
+
 impl Store {
     pub async fn create_api_key(
         &self,

@@ -247,17 +247,28 @@ pub(super) async fn complete_attempts(
 /// have no foreign keys, migration 0022; the deletion's last pass takes
 /// them), and an endpoint deleted in between gets none. One created or
 /// refiltered in between is a race either way: the event came first.
+/// Likewise an event that names its key is written only if the key is
+/// active in the write's snapshot.
 pub(super) async fn insert_events(
     pool: &PgPool,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
     // Planned once per connection (migration 0029).
     let endpoints = "SELECT * FROM dakghar_ingest_endpoints($1)";
-    let write = "WITH kept AS ( \
+    let write = "WITH active AS ( \
+                   SELECT id FROM api_keys WHERE id = ANY($14::text[]) AND revoked_at IS NULL \
+                   UNION ALL \
+                   SELECT id FROM platform_keys WHERE id = ANY($14::text[]) \
+                     AND revoked_at IS NULL), \
+                 kept AS ( \
                    INSERT INTO events (account_id, id, event_type, payload, created_at, \
                      traceparent) \
-                   SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], \
-                     $5::int8[], $6::text[]) \
+                   SELECT n.account_id, n.id, n.event_type, n.payload, n.created_at, \
+                     n.traceparent \
+                   FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int8[], \
+                     $6::text[], $15::text[]) \
+                     AS n(account_id, id, event_type, payload, created_at, traceparent, key_id) \
+                   WHERE n.key_id IS NULL OR n.key_id IN (SELECT id FROM active) \
                    ON CONFLICT DO NOTHING RETURNING account_id, id), \
                  live AS ( \
                    SELECT id FROM endpoints WHERE id = ANY($7::text[]) AND state <> 'disabled' \
@@ -273,7 +284,7 @@ pub(super) async fn insert_events(
                      AND i.endpoint_id IN (SELECT id FROM live) \
                    RETURNING id) \
                  SELECT ARRAY(SELECT account_id FROM kept), ARRAY(SELECT id FROM kept), \
-                   ARRAY(SELECT id FROM made)";
+                   ARRAY(SELECT id FROM made), ARRAY(SELECT id FROM active)";
     let mut conn = pool.acquire().await?;
     let targets: Vec<Endpoint> = sqlx::query_as(endpoints)
         .bind(ingest::accounts(batch))
@@ -281,27 +292,31 @@ pub(super) async fn insert_events(
         .await?;
     let planned = ingest::fan_out_planned(batch, &targets);
     let rows = ingest::new_deliveries(&planned);
-    let (kept_accounts, kept_ids, made): (Vec<String>, Vec<String>, Vec<String>) =
-        sqlx::query_as(write)
-            .bind(column(batch, |n| n.event.account_id.clone()))
-            .bind(column(batch, |n| n.event.id.clone()))
-            .bind(column(batch, |n| n.event.event_type.clone()))
-            .bind(column(batch, |n| n.event.payload.clone()))
-            .bind(column(batch, |n| n.now.millis()))
-            .bind(column(batch, |n| n.traceparent.clone()))
-            .bind(column(&targets, |e| e.id.clone()))
-            .bind(column(&rows, |d| d.id.clone()))
-            .bind(column(&rows, |d| d.account_id.clone()))
-            .bind(column(&rows, |d| d.event_id.clone()))
-            .bind(column(&rows, |d| d.endpoint_id.clone()))
-            .bind(column(&rows, |d| d.created_at))
-            .bind(column(&rows, |d| d.give_up_at))
-            .fetch_one(&mut *conn)
-            .await?;
+    type Written = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+    let (kept_accounts, kept_ids, made, active): Written = sqlx::query_as(write)
+        .bind(column(batch, |n| n.event.account_id.clone()))
+        .bind(column(batch, |n| n.event.id.clone()))
+        .bind(column(batch, |n| n.event.event_type.clone()))
+        .bind(column(batch, |n| n.event.payload.clone()))
+        .bind(column(batch, |n| n.now.millis()))
+        .bind(column(batch, |n| n.traceparent.clone()))
+        .bind(column(&targets, |e| e.id.clone()))
+        .bind(column(&rows, |d| d.id.clone()))
+        .bind(column(&rows, |d| d.account_id.clone()))
+        .bind(column(&rows, |d| d.event_id.clone()))
+        .bind(column(&rows, |d| d.endpoint_id.clone()))
+        .bind(column(&rows, |d| d.created_at))
+        .bind(column(&rows, |d| d.give_up_at))
+        .bind(ingest::keys(batch))
+        .bind(column(batch, |n| n.key_id.clone()))
+        .fetch_one(&mut *conn)
+        .await?;
     let kept = kept_accounts.into_iter().zip(kept_ids).collect();
     Ok(ingest::as_written(
+        batch,
         planned,
         &kept,
+        &active.into_iter().collect(),
         &made.into_iter().collect(),
     ))
 }

@@ -370,13 +370,23 @@ pub(super) async fn insert_events(
     );
     // The write comes first so SQLite takes its write lock at once
     // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
+    // An event that names its key is written only if the key is active:
+    // the check is part of the insert, under the write lock.
     let mut tx = writer.begin().await?;
     let mut kept = Vec::with_capacity(batch.len());
     for chunk in batch.chunks(INSERT_CHUNK) {
         let sql = format!(
-            "INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
-             VALUES {} ON CONFLICT DO NOTHING RETURNING account_id, id",
-            value_rows(chunk.len(), 6, |p| format!("({})", p.join(", ")))
+            "WITH n (account_id, id, event_type, payload, created_at, traceparent, key_id) \
+               AS (VALUES {}) \
+             INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
+             SELECT account_id, id, event_type, payload, created_at, traceparent FROM n \
+             WHERE key_id IS NULL \
+               OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = n.key_id \
+                 AND k.revoked_at IS NULL) \
+               OR EXISTS (SELECT 1 FROM platform_keys k WHERE k.id = n.key_id \
+                 AND k.revoked_at IS NULL) \
+             ON CONFLICT DO NOTHING RETURNING account_id, id",
+            value_rows(chunk.len(), 7, |p| format!("({})", p.join(", ")))
         );
         let mut q = sqlx::query_as::<_, (String, String)>(&sql);
         for n in chunk {
@@ -386,16 +396,32 @@ pub(super) async fn insert_events(
                 .bind(&n.event.event_type)
                 .bind(&n.event.payload)
                 .bind(n.now.millis())
-                .bind(&n.traceparent);
+                .bind(&n.traceparent)
+                .bind(&n.key_id);
         }
         kept.extend(q.fetch_all(&mut *tx).await?);
+    }
+    let keys = ingest::keys(batch);
+    let mut active = std::collections::HashSet::new();
+    for chunk in keys.chunks(INSERT_CHUNK) {
+        let sql = format!(
+            "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
+             UNION ALL \
+             SELECT id FROM platform_keys WHERE revoked_at IS NULL AND id IN ({0})",
+            placeholders(1, chunk.len())
+        );
+        let mut q = sqlx::query_scalar::<_, String>(&sql);
+        for id in chunk {
+            q = q.bind(id);
+        }
+        active.extend(q.fetch_all(&mut *tx).await?);
     }
     let mut q = sqlx::query_as::<_, Endpoint>(&endpoints);
     for id in &accounts {
         q = q.bind(id);
     }
     let targets = q.fetch_all(&mut *tx).await?;
-    let results = ingest::fan_out(batch, &kept, &targets);
+    let results = ingest::fan_out(batch, &kept, &active, &targets);
     for chunk in ingest::new_deliveries(&results).chunks(INSERT_CHUNK) {
         let sql = format!(
             "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \

@@ -105,6 +105,7 @@ pub async fn queue_events(
             now,
             give_up_at,
             traceparent: None,
+            key_id: None,
         })
         .collect();
     for batch in items.chunks(500) {

@@ -28,6 +28,7 @@ use crate::{
 on_both_backends!(
     a_platform_onboards_a_customer_by_its_external_id,
     account_and_platform_keys_each_keep_to_their_routes,
+    a_key_revoked_on_another_node_ingests_nothing_more,
     every_account_route_takes_the_right_key,
     accounts_list_in_pages_and_delete_with_their_counts,
     every_account_route_answers_404_for_another_accounts_ids,
@@ -260,6 +261,74 @@ async fn account_and_platform_keys_each_keep_to_their_routes(store: Store) {
         .unwrap();
     let (status, _) = p.call(Method::GET, "/api/v1/accounts", None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// Ingest takes a key it saw before from the node's cache; revoking it
+/// on another node (straight in the store: this node hears nothing)
+/// still stops the very next event, whose write finds the key revoked.
+async fn a_key_revoked_on_another_node_ingests_nothing_more(store: Store) {
+    let p = Platform::new(store).await;
+    let account_key = Api::key_for(&p.app, "acme").await;
+    let acme = p.app.store.account_by_name("acme").await.unwrap().id;
+    let by_platform = format!("/api/v1/accounts/{acme}/events");
+    let send = |key: Option<&str>, path: &str, id: &str| {
+        let body = Some(json!({ "id": id, "type": "t", "payload": {} }));
+        let (p, key, path) = (&p, key.map(str::to_owned), path.to_owned());
+        async move {
+            let (status, out) = match key {
+                Some(key) => p.call_as(&key, Method::POST, &path, body).await,
+                None => p.call(Method::POST, &path, body).await,
+            };
+            (status, out["error"]["code"].clone())
+        }
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            send(Some(&account_key), "/api/v1/events", "a1").await.0,
+            StatusCode::ACCEPTED
+        );
+        assert_eq!(send(None, &by_platform, "p1").await.0, StatusCode::ACCEPTED);
+    }
+
+    let now = p.app.clock.now();
+    let key_id = p.app.store.list_api_keys(&acme).await.unwrap()[0]
+        .id
+        .clone();
+    p.app
+        .store
+        .revoke_api_key(&acme, &key_id, now)
+        .await
+        .unwrap();
+    let platform_key = platform::keys(&p.app.store).await.unwrap()[0].id.clone();
+    p.app
+        .store
+        .revoke_platform_key(&platform_key, now)
+        .await
+        .unwrap();
+    let refused = (StatusCode::UNAUTHORIZED, json!("unauthorized"));
+    for (key, path, id) in [
+        (Some(account_key.as_str()), "/api/v1/events", "a2"),
+        (None, by_platform.as_str(), "p2"),
+        (Some(account_key.as_str()), "/api/v1/events", "a3"),
+        (Some(account_key.as_str()), "/api/v1/events", "a1"),
+    ] {
+        assert_eq!(send(key, path, id).await, refused, "{id}");
+    }
+    for id in ["a2", "p2", "a3"] {
+        assert!(
+            matches!(
+                p.app.store.event(&acme, id).await,
+                Err(dakghar::store::StoreError::NotFound)
+            ),
+            "{id} was not stored"
+        );
+    }
+    let fresh = Api::key_for(&p.app, "globex").await;
+    assert_eq!(
+        send(Some(&fresh), "/api/v1/events", "g1").await.0,
+        StatusCode::ACCEPTED,
+        "other keys carry on"
+    );
 }
 
 async fn accounts_list_in_pages_and_delete_with_their_counts(store: Store) {

@@ -18,6 +18,7 @@ on_both_backends!(
     a_failure_half_way_leaves_nothing_behind,
     a_duplicate_producer_event_id_is_rejected_cleanly,
     a_group_of_events_answers_for_each_and_stores_what_it_answers,
+    an_event_that_names_its_key_is_stored_only_while_the_key_is_active,
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
@@ -285,6 +286,85 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
 
 /// Ingest's group commit: one call, many events of several accounts, each
 /// answered on its own; what it answers is exactly what was stored.
+async fn an_event_that_names_its_key_is_stored_only_while_the_key_is_active(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acme = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    let key = |name: &'static str| {
+        let store = store.clone();
+        let account = acme.id.clone();
+        async move {
+            store
+                .create_api_key(&account, name, name, &format!("hash-{name}"), false, now)
+                .await
+                .unwrap()
+                .id
+        }
+    };
+    let (active, revoked) = (key("active").await, key("revoked").await);
+    store.revoke_api_key(&acme.id, &revoked, now).await.unwrap();
+    let platform = |name: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .create_platform_key(name, name, &format!("hash-p-{name}"), now)
+                .await
+                .unwrap()
+                .id
+        }
+    };
+    let (p_active, p_revoked) = (platform("active").await, platform("revoked").await);
+    store.revoke_platform_key(&p_revoked, now).await.unwrap();
+    store
+        .insert_event(event(&acme.id, "seen", "t"), now, now.plus(WINDOW))
+        .await
+        .unwrap();
+
+    let item = |id: &str, key: Option<&String>| NewIngest {
+        event: event(&acme.id, id, "t"),
+        only: None,
+        now,
+        give_up_at: now.plus(WINDOW),
+        traceparent: None,
+        key_id: key.cloned(),
+    };
+    let batch = [
+        item("by-active", Some(&active)),
+        item("by-revoked", Some(&revoked)),
+        item("by-platform", Some(&p_active)),
+        item("by-revoked-platform", Some(&p_revoked)),
+        item("by-nobody", None),
+        item("seen", Some(&revoked)),
+        item("by-unknown", Some(&"key_gone".to_string())),
+    ];
+    let answers = store.insert_events(&batch).await.unwrap();
+    for (i, stored) in [true, false, true, false, true, false, false]
+        .into_iter()
+        .enumerate()
+    {
+        let id = &batch[i].event.id;
+        match (&answers[i], stored) {
+            (Ok(inserted), true) => assert_eq!(inserted.deliveries.len(), 1, "{id}"),
+            (Err(StoreError::KeyRevoked), false) => {}
+            (answer, _) => panic!("{id}: {answer:?}"),
+        }
+        let in_store = store.event(&acme.id, id).await;
+        let deliveries = store.deliveries_of_event(&acme.id, id).await.unwrap();
+        match id.as_str() {
+            "seen" => assert_eq!(deliveries.len(), 1, "the first ingest's, untouched"),
+            _ if stored => assert!(in_store.is_ok() && deliveries.len() == 1, "{id}"),
+            _ => assert!(
+                matches!(in_store, Err(StoreError::NotFound)) && deliveries.is_empty(),
+                "{id}: nothing of a refused event is written"
+            ),
+        }
+    }
+}
+
 async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
@@ -320,6 +400,7 @@ async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: St
         now,
         give_up_at: now.plus(WINDOW),
         traceparent: None,
+        key_id: None,
     };
     let batch = [
         item(&acme.id, "paid", "invoice.paid", None),
@@ -457,6 +538,7 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
         now,
         give_up_at: now.plus(WINDOW),
         traceparent: None,
+        key_id: None,
     };
     // Polled together on one thread, all three are queued before the
     // writer runs: they form one group.
@@ -829,6 +911,7 @@ async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
             give_up_at: now.plus(WINDOW),
             traceparent: (i == 0)
                 .then(|| "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string()),
+            key_id: None,
         })
         .collect();
     for inserted in store.insert_events(&batch).await.unwrap() {
