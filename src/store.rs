@@ -35,6 +35,8 @@ pub struct Store {
     secrets: Option<std::sync::Arc<crate::sealing::SecretsKey>>,
     /// The node this process is, for its claim tokens (`nodes.rs`).
     node: Option<std::sync::Arc<str>>,
+    /// Postgres only: the accounts' fan-outs ingest plans from.
+    fan_outs: std::sync::Arc<fan_outs::FanOuts>,
 }
 
 /// Runs the same body against whichever pool is configured. The body is
@@ -77,6 +79,7 @@ mod completion;
 mod endpoints;
 mod error;
 mod events;
+mod fan_outs;
 mod group_commit;
 mod health;
 mod ingest;

@@ -4,11 +4,11 @@
 //! (`postgres.rs` as arrays, `sqlite.rs` in multi-row statements); what is
 //! new and where it goes is decided here, once.
 
-use std::collections::HashSet;
+use std::{borrow::Borrow, collections::HashSet};
 
 use super::{
-    group_commit::GroupCommit, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, NewEvent,
-    Result, Store, StoreError,
+    group_commit::GroupCommit, Delivery, DeliveryState, Event, InsertedEvent, NewEvent, Result,
+    Store, StoreError,
 };
 use crate::{clock::Timestamp, ids};
 
@@ -28,8 +28,11 @@ pub struct NewIngest {
 }
 
 /// The keys a batch's events must find active, each once.
-pub(super) fn keys(batch: &[NewIngest]) -> Vec<String> {
-    let mut ids: Vec<String> = batch.iter().filter_map(|n| n.key_id.clone()).collect();
+pub(super) fn keys<B: Borrow<NewIngest>>(batch: &[B]) -> Vec<String> {
+    let mut ids: Vec<String> = batch
+        .iter()
+        .filter_map(|n| n.borrow().key_id.clone())
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     ids
@@ -40,9 +43,36 @@ fn keyed(item: &NewIngest, active: &HashSet<String>) -> bool {
     item.key_id.as_ref().is_none_or(|k| active.contains(k))
 }
 
+/// What ingest needs of an endpoint that may receive an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Target {
+    pub id: String,
+    pub account_id: String,
+    /// Its event types, read once; empty means every type.
+    filter: Vec<String>,
+}
+
+impl Target {
+    /// `event_types` as the endpoint's column holds it (a JSON array).
+    pub fn new(id: String, account_id: String, event_types: &str) -> Target {
+        Target {
+            id,
+            account_id,
+            filter: serde_json::from_str(event_types).unwrap_or_default(),
+        }
+    }
+
+    fn wants(&self, event_type: &str) -> bool {
+        super::models::wants(&self.filter, event_type)
+    }
+}
+
 /// The accounts a batch ingests for, each once.
-pub(super) fn accounts(batch: &[NewIngest]) -> Vec<String> {
-    let mut ids: Vec<String> = batch.iter().map(|n| n.event.account_id.clone()).collect();
+pub(super) fn accounts<B: Borrow<NewIngest>>(batch: &[B]) -> Vec<String> {
+    let mut ids: Vec<String> = batch
+        .iter()
+        .map(|n| n.borrow().event.account_id.clone())
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     ids
@@ -53,11 +83,11 @@ pub(super) fn accounts(batch: &[NewIngest]) -> Vec<String> {
 /// endpoints in fan-out order.
 /// The rows are built here as the database will hold them, so each is
 /// written once and never read back.
-pub(super) fn fan_out(
-    batch: &[NewIngest],
+pub(super) fn fan_out<B: Borrow<NewIngest>>(
+    batch: &[B],
     kept: &[(String, String)],
     active: &HashSet<String>,
-    endpoints: &[Endpoint],
+    endpoints: &[&Target],
 ) -> Vec<Result<InsertedEvent>> {
     let mut new: HashSet<(&str, &str)> = kept
         .iter()
@@ -66,6 +96,7 @@ pub(super) fn fan_out(
     batch
         .iter()
         .map(|item| {
+            let item = item.borrow();
             let e = &item.event;
             if !keyed(item, active) {
                 return Err(StoreError::KeyRevoked);
@@ -121,12 +152,13 @@ pub(super) fn fan_out(
 /// `fan_out` before the write knows what it kept: every event of the
 /// batch as if new (a repeated id within the batch still only once) and
 /// its keys active.
-pub(super) fn fan_out_planned(
-    batch: &[NewIngest],
-    endpoints: &[Endpoint],
+pub(super) fn fan_out_planned<B: Borrow<NewIngest>>(
+    batch: &[B],
+    endpoints: &[&Target],
 ) -> Vec<Result<InsertedEvent>> {
     let all: Vec<(String, String)> = batch
         .iter()
+        .map(|n| n.borrow())
         .map(|n| (n.event.account_id.clone(), n.event.id.clone()))
         .collect();
     fan_out(batch, &all, &keys(batch).into_iter().collect(), endpoints)
@@ -136,8 +168,8 @@ pub(super) fn fan_out_planned(
 /// revoked were refused, others it did not keep (their id was taken) are
 /// conflicts, and of the rest only the deliveries it made remain (an
 /// endpoint deleted or disabled meanwhile got none).
-pub(super) fn as_written(
-    batch: &[NewIngest],
+pub(super) fn as_written<B: Borrow<NewIngest>>(
+    batch: &[B],
     planned: Vec<Result<InsertedEvent>>,
     kept: &HashSet<(String, String)>,
     active: &HashSet<String>,
@@ -147,7 +179,7 @@ pub(super) fn as_written(
         .iter()
         .zip(planned)
         .map(|(item, r)| {
-            if !keyed(item, active) {
+            if !keyed(item.borrow(), active) {
                 return Err(StoreError::KeyRevoked);
             }
             let mut inserted = r?;

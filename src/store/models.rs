@@ -348,11 +348,14 @@ impl Endpoint {
         serde_json::from_str(&self.event_types).unwrap_or_default()
     }
 
-    /// An empty filter subscribes to every event type.
     pub fn wants(&self, event_type: &str) -> bool {
-        let filter = self.event_type_filter();
-        filter.is_empty() || filter.iter().any(|t| t == event_type)
+        wants(&self.event_type_filter(), event_type)
     }
+}
+
+/// An empty filter subscribes to every event type.
+pub(super) fn wants(filter: &[String], event_type: &str) -> bool {
+    filter.is_empty() || filter.iter().any(|t| t == event_type)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]

@@ -1,16 +1,21 @@
 //! The scale-out backend: many nodes share one Postgres and one queue.
 
-use std::time::Duration;
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    Connection, FromRow, PgPool, Row,
+    Connection, FromRow, PgConnection, PgPool, Row,
 };
 
 use super::{
     claim_rules::ClaimRules,
     completion::{Completion, Outcome},
-    ingest::{self, NewIngest},
+    fan_outs::{FanOut, FanOuts},
+    ingest::{self, NewIngest, Target},
     parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
     Store, StoreError,
 };
@@ -80,6 +85,7 @@ pub async fn connect_pooled(
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,
+        fan_outs: Default::default(),
     })
 }
 
@@ -232,34 +238,120 @@ pub(super) async fn complete_attempts(
         .collect())
 }
 
-/// `Store::insert_events` in two statements on one connection whatever
-/// the batch size: the accounts' endpoints, then one statement that
-/// writes the events and their deliveries (so it commits by itself).
-/// Three round trips with the pool's check, where a transaction of three
-/// statements took six: under load each waited for our side to be
-/// scheduled again (sampled in `pg_stat_activity`, ingest transactions
-/// were mostly idle in transaction).
+/// `Store::insert_events` in one statement on one connection whatever the
+/// batch size, planned from the accounts' fan-outs this node keeps
+/// (`FanOuts`, migration 0034): an account's events are written only if
+/// its `endpoints_version` is still the one its fan-out was read at, so
+/// the plan is as fresh as a read just before the write. A stale account
+/// is read again and its events written in another pass; the last pass
+/// reads just before it writes and checks no version, as every write did
+/// before 0034. Two round trips with the pool's check at most, where a
+/// read and a write took three: under load each waited for our side to
+/// be scheduled again (sampled in `pg_stat_activity`, ingest
+/// transactions were mostly idle in transaction).
 ///
-/// The fan-out is planned from endpoints read just before the write; the
-/// write key-share locks those still there, and creates deliveries only
-/// for them and only for events it inserted. So deleting an endpoint
-/// waits for the write to commit and then finds its deliveries (they
-/// have no foreign keys, migration 0022; the deletion's last pass takes
-/// them), and an endpoint deleted in between gets none. One created or
-/// refiltered in between is a race either way: the event came first.
-/// Likewise an event that names its key is written only if the key is
-/// active in the write's snapshot.
+/// The write key-share locks the planned endpoints still there, and
+/// creates deliveries only for them and only for events it inserted. So
+/// deleting an endpoint waits for the write to commit and then finds its
+/// deliveries (they have no foreign keys, migration 0022; the deletion's
+/// last pass takes them), and an endpoint deleted in between gets none.
+/// One created or refiltered as the write runs is a race either way: the
+/// event came first. Likewise an event that names its key is written
+/// only if the key is active in the write's snapshot.
 pub(super) async fn insert_events(
     pool: &PgPool,
+    fan_outs: &FanOuts,
     batch: &[NewIngest],
 ) -> Result<Vec<Result<InsertedEvent>>> {
-    // Planned once per connection (migration 0029).
-    let endpoints = "SELECT * FROM dakghar_ingest_endpoints($1)";
+    const PASSES: usize = 3;
+    let mut conn = pool.acquire().await?;
+    let mut answers: Vec<Result<InsertedEvent>> = Vec::with_capacity(batch.len());
+    let mut pending: Vec<usize> = (0..batch.len()).collect();
+    for pass in 0..PASSES {
+        let items: Vec<&NewIngest> = pending.iter().map(|&i| &batch[i]).collect();
+        let accounts = ingest::accounts(&items);
+        let mut known = fan_outs.get(&accounts);
+        let missing: Vec<String> = accounts
+            .into_iter()
+            .filter(|a| !known.contains_key(a))
+            .collect();
+        if !missing.is_empty() {
+            for (account, fan_out) in read_fan_outs(&mut conn, &missing).await? {
+                fan_outs.keep(account.clone(), Arc::clone(&fan_out));
+                known.insert(account, fan_out);
+            }
+        }
+        let checked = pass + 1 < PASSES;
+        let (written, stale) = write_events(&mut conn, &items, &known, checked).await?;
+        let mut next = Vec::new();
+        for (&i, answer) in pending.iter().zip(written) {
+            if stale.contains(&batch[i].event.account_id) {
+                next.push(i);
+            }
+            match pass {
+                // Stale ones are answered again by a later pass.
+                0 => answers.push(answer),
+                _ => answers[i] = answer,
+            }
+        }
+        for account in &stale {
+            fan_outs.forget(account);
+        }
+        if next.is_empty() {
+            break;
+        }
+        pending = next;
+    }
+    Ok(answers)
+}
+
+/// The accounts' fan-outs in one snapshot; an account that does not exist
+/// has none.
+async fn read_fan_outs(
+    conn: &mut PgConnection,
+    accounts: &[String],
+) -> Result<HashMap<String, Arc<FanOut>>> {
+    // Planned once per connection (migration 0034).
+    let rows: Vec<(String, i64, Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT account_id, version, endpoint_id, event_types FROM dakghar_ingest_fan_out($1)",
+    )
+    .bind(accounts)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut read: HashMap<String, (i64, Vec<Target>)> = HashMap::new();
+    for (account, version, endpoint, event_types) in rows {
+        let entry = read
+            .entry(account.clone())
+            .or_insert_with(|| (version, Vec::new()));
+        if let (Some(id), Some(types)) = (endpoint, event_types) {
+            entry.1.push(Target::new(id, account, &types));
+        }
+    }
+    Ok(read
+        .into_iter()
+        .map(|(account, (version, targets))| (account, Arc::new(FanOut { version, targets })))
+        .collect())
+}
+
+/// One write of `items`, planned from `known`; with `checked`, only for
+/// accounts whose version is still the one in `known`. Answers for each
+/// item and names the accounts found stale (their items' answers are
+/// not final: nothing of theirs was written).
+async fn write_events(
+    conn: &mut PgConnection,
+    items: &[&NewIngest],
+    known: &HashMap<String, Arc<FanOut>>,
+    checked: bool,
+) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>)> {
     let write = "WITH active AS ( \
                    SELECT id FROM api_keys WHERE id = ANY($14::text[]) AND revoked_at IS NULL \
                    UNION ALL \
                    SELECT id FROM platform_keys WHERE id = ANY($14::text[]) \
                      AND revoked_at IS NULL), \
+                 fresh AS ( \
+                   SELECT a.id FROM accounts a \
+                   JOIN unnest($16::text[], $17::int8[]) AS v(id, version) \
+                     ON a.id = v.id AND a.endpoints_version = v.version), \
                  kept AS ( \
                    INSERT INTO events (account_id, id, event_type, payload, created_at, \
                      traceparent) \
@@ -268,7 +360,9 @@ pub(super) async fn insert_events(
                    FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::int8[], \
                      $6::text[], $15::text[]) \
                      AS n(account_id, id, event_type, payload, created_at, traceparent, key_id) \
-                   WHERE n.key_id IS NULL OR n.key_id IN (SELECT id FROM active) \
+                   WHERE (n.key_id IS NULL OR n.key_id IN (SELECT id FROM active)) \
+                     AND (n.account_id IN (SELECT id FROM fresh) \
+                       OR NOT n.account_id = ANY($16::text[])) \
                    ON CONFLICT DO NOTHING RETURNING account_id, id), \
                  live AS ( \
                    SELECT id FROM endpoints WHERE id = ANY($7::text[]) AND state <> 'disabled' \
@@ -284,22 +378,29 @@ pub(super) async fn insert_events(
                      AND i.endpoint_id IN (SELECT id FROM live) \
                    RETURNING id) \
                  SELECT ARRAY(SELECT account_id FROM kept), ARRAY(SELECT id FROM kept), \
-                   ARRAY(SELECT id FROM made), ARRAY(SELECT id FROM active)";
-    let mut conn = pool.acquire().await?;
-    let targets: Vec<Endpoint> = sqlx::query_as(endpoints)
-        .bind(ingest::accounts(batch))
-        .fetch_all(&mut *conn)
-        .await?;
-    let planned = ingest::fan_out_planned(batch, &targets);
+                   ARRAY(SELECT id FROM made), ARRAY(SELECT id FROM active), \
+                   ARRAY(SELECT id FROM fresh)";
+    let targets: Vec<&Target> = known.values().flat_map(|f| &f.targets).collect();
+    let planned = ingest::fan_out_planned(items, &targets);
     let rows = ingest::new_deliveries(&planned);
-    type Written = (Vec<String>, Vec<String>, Vec<String>, Vec<String>);
-    let (kept_accounts, kept_ids, made, active): Written = sqlx::query_as(write)
-        .bind(column(batch, |n| n.event.account_id.clone()))
-        .bind(column(batch, |n| n.event.id.clone()))
-        .bind(column(batch, |n| n.event.event_type.clone()))
-        .bind(column(batch, |n| n.event.payload.clone()))
-        .bind(column(batch, |n| n.now.millis()))
-        .bind(column(batch, |n| n.traceparent.clone()))
+    let versions: Vec<(&String, i64)> = match checked {
+        true => known.iter().map(|(a, f)| (a, f.version)).collect(),
+        false => Vec::new(),
+    };
+    type Written = (
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+        Vec<String>,
+    );
+    let (kept_accounts, kept_ids, made, active, fresh): Written = sqlx::query_as(write)
+        .bind(column(items, |n| n.event.account_id.clone()))
+        .bind(column(items, |n| n.event.id.clone()))
+        .bind(column(items, |n| n.event.event_type.clone()))
+        .bind(column(items, |n| n.event.payload.clone()))
+        .bind(column(items, |n| n.now.millis()))
+        .bind(column(items, |n| n.traceparent.clone()))
         .bind(column(&targets, |e| e.id.clone()))
         .bind(column(&rows, |d| d.id.clone()))
         .bind(column(&rows, |d| d.account_id.clone()))
@@ -307,18 +408,27 @@ pub(super) async fn insert_events(
         .bind(column(&rows, |d| d.endpoint_id.clone()))
         .bind(column(&rows, |d| d.created_at))
         .bind(column(&rows, |d| d.give_up_at))
-        .bind(ingest::keys(batch))
-        .bind(column(batch, |n| n.key_id.clone()))
+        .bind(ingest::keys(items))
+        .bind(column(items, |n| n.key_id.clone()))
+        .bind(column(&versions, |(a, _)| a.to_string()))
+        .bind(column(&versions, |(_, v)| *v))
         .fetch_one(&mut *conn)
         .await?;
+    let fresh: HashSet<String> = fresh.into_iter().collect();
+    let stale = versions
+        .iter()
+        .map(|(a, _)| a.to_string())
+        .filter(|a| !fresh.contains(a))
+        .collect();
     let kept = kept_accounts.into_iter().zip(kept_ids).collect();
-    Ok(ingest::as_written(
-        batch,
+    let answers = ingest::as_written(
+        items,
         planned,
         &kept,
         &active.into_iter().collect(),
         &made.into_iter().collect(),
-    ))
+    );
+    Ok((answers, stale))
 }
 
 /// One array parameter for `unnest`: a field of every row.

@@ -44,7 +44,7 @@ impl Store {
             return Ok(Vec::new());
         }
         match (&self.pool, &self.writer) {
-            (Pool::Postgres(p), _) => postgres::insert_events(p, batch).await,
+            (Pool::Postgres(p), _) => postgres::insert_events(p, &self.fan_outs, batch).await,
             (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
                 sqlite::insert_events(w, batch).await
             }

@@ -13,7 +13,7 @@ use super::{
     ingest::{self, NewIngest},
     parse_options,
     sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
-    Claim, Delivery, Endpoint, InsertedEvent, Pool, Result, Store, StoreError,
+    Claim, Delivery, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -62,6 +62,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         pg_schema: None,
         secrets: None,
         node: None,
+        fan_outs: Default::default(),
     })
 }
 
@@ -364,8 +365,8 @@ pub(super) async fn insert_events(
 ) -> Result<Vec<Result<InsertedEvent>>> {
     let accounts = ingest::accounts(batch);
     let endpoints = format!(
-        "SELECT * FROM endpoints WHERE account_id IN ({}) AND state <> 'disabled' \
-         ORDER BY created_at, id",
+        "SELECT id, account_id, event_types FROM endpoints \
+         WHERE account_id IN ({}) AND state <> 'disabled' ORDER BY created_at, id",
         placeholders(1, accounts.len())
     );
     // The write comes first so SQLite takes its write lock at once
@@ -416,11 +417,17 @@ pub(super) async fn insert_events(
         }
         active.extend(q.fetch_all(&mut *tx).await?);
     }
-    let mut q = sqlx::query_as::<_, Endpoint>(&endpoints);
+    let mut q = sqlx::query_as::<_, (String, String, String)>(&endpoints);
     for id in &accounts {
         q = q.bind(id);
     }
-    let targets = q.fetch_all(&mut *tx).await?;
+    let targets: Vec<ingest::Target> = q
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .map(|(id, account, types)| ingest::Target::new(id, account, &types))
+        .collect();
+    let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
     for chunk in ingest::new_deliveries(&results).chunks(INSERT_CHUNK) {
         let sql = format!(

@@ -5,8 +5,8 @@ use std::{collections::HashSet, time::Duration};
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
     store::{
-        AttemptRecord, Backend, DeliveryState, EndpointState, Ingester, NewEvent, NewIngest, Role,
-        Store, StoreError, Transition,
+        AttemptRecord, Backend, DeliveryState, EndpointPatch, EndpointState, Ingester, NewEvent,
+        NewIngest, Role, Store, StoreError, Transition,
     },
 };
 
@@ -19,6 +19,7 @@ on_both_backends!(
     a_duplicate_producer_event_id_is_rejected_cleanly,
     a_group_of_events_answers_for_each_and_stores_what_it_answers,
     an_event_that_names_its_key_is_stored_only_while_the_key_is_active,
+    each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write,
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
@@ -286,6 +287,91 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
 
 /// Ingest's group commit: one call, many events of several accounts, each
 /// answered on its own; what it answers is exactly what was stored.
+/// On Postgres ingest plans from endpoints the store kept from an earlier
+/// ingest; every change that alters a fan-out is seen by the next write
+/// all the same (here the same store makes the changes, and its copy is
+/// not told of them: as with a change made on another node).
+async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acme = store.create_account("acme", now).await.unwrap();
+    let globex = store.create_account("globex", now).await.unwrap();
+    let a = store
+        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap()
+        .id;
+    let theirs = store
+        .create_endpoint(new_endpoint(&globex.id, "https://g.example/", &[]), now)
+        .await
+        .unwrap()
+        .id;
+    let n = std::cell::Cell::new(0);
+    let send = |account: &str, event_type: &str| {
+        n.set(n.get() + 1);
+        let (store, new) = (
+            store.clone(),
+            event(account, &format!("e{}", n.get()), event_type),
+        );
+        async move {
+            let mut to: Vec<String> = store
+                .insert_event(new, now, now.plus(WINDOW))
+                .await
+                .unwrap()
+                .deliveries
+                .into_iter()
+                .map(|d| d.endpoint_id)
+                .collect();
+            to.sort();
+            to
+        }
+    };
+    let sorted = |mut ids: Vec<&String>| {
+        ids.sort();
+        ids.into_iter().cloned().collect::<Vec<_>>()
+    };
+    assert_eq!(send(&acme.id, "t").await, vec![a.clone()]);
+    assert_eq!(send(&globex.id, "t").await, vec![theirs.clone()]);
+
+    let b = store
+        .create_endpoint(new_endpoint(&acme.id, "https://b.example/", &["t"]), now)
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(send(&acme.id, "t").await, sorted(vec![&a, &b]), "created");
+    let patch = |types: &[&str]| EndpointPatch {
+        event_types: Some(types.iter().map(|t| t.to_string()).collect()),
+        ..Default::default()
+    };
+    store
+        .update_endpoint(&acme.id, &b, patch(&["u"]), now)
+        .await
+        .unwrap();
+    assert_eq!(send(&acme.id, "t").await, vec![a.clone()], "refiltered");
+    assert_eq!(send(&acme.id, "u").await, sorted(vec![&a, &b]));
+    store
+        .set_endpoint_state(&acme.id, &a, EndpointState::Disabled, None, now)
+        .await
+        .unwrap();
+    assert_eq!(send(&acme.id, "u").await, vec![b.clone()], "disabled");
+    store
+        .set_endpoint_state(&acme.id, &a, EndpointState::Paused, Some("by hand"), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        send(&acme.id, "u").await,
+        sorted(vec![&a, &b]),
+        "a paused endpoint still gets its deliveries"
+    );
+    store.delete_endpoint(&acme.id, &b).await.unwrap();
+    assert_eq!(send(&acme.id, "u").await, vec![a.clone()], "deleted");
+    assert_eq!(
+        send(&globex.id, "u").await,
+        vec![theirs],
+        "another account's fan-out is its own"
+    );
+}
+
 async fn an_event_that_names_its_key_is_stored_only_while_the_key_is_active(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
