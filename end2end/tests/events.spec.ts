@@ -83,6 +83,10 @@ test('a search without matches offers a way back', async ({ page }, info) => {
 });
 
 test('over the resend limit the button says how long to wait, with or without JavaScript', async ({ page }, info) => {
+  // It may wait up to 25 s for a fresh minute (below) before its five
+  // resends, each reloaded until it shows without JavaScript: more than
+  // the default 30 s on a slow machine.
+  test.setTimeout(90_000);
   const rx = await Receiver.start();
   const type = uniqueId('limit.test', info.project.name);
   await api('POST', '/api/v1/endpoints', { url: rx.url, event_types: [type] });
