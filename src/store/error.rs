@@ -14,6 +14,10 @@ pub enum StoreError {
     /// deleted) before the write: nothing was stored.
     #[error("the API key was revoked")]
     KeyRevoked,
+    /// Nothing of this item was written, though others of its group were:
+    /// the same call may well work again.
+    #[error("{0}")]
+    Unwritten(String),
     #[error("{0}")]
     Config(String),
     #[error("cannot connect to the database at {url}: {cause}")]
@@ -31,7 +35,7 @@ impl StoreError {
     /// meant to change was just moved (`is_moved`), rather than refusing
     /// this statement: the same call may well work in a few seconds.
     pub fn is_unavailable(&self) -> bool {
-        if self.is_moved() {
+        if self.is_moved() || matches!(self, StoreError::Unwritten(_)) {
             return true;
         }
         let StoreError::Database(e) = self else {

@@ -132,14 +132,18 @@ impl Store {
     }
 
     /// Records that a key was used at `now`; a platform key's id names
-    /// its table. Leaves a later time in place.
+    /// its table. Leaves a later time in place, and a revoked key as it
+    /// was (ingest may take one from a node's memory before its write
+    /// refuses it).
     pub async fn key_used(&self, platform: bool, id: &str, now: Timestamp) -> Result<()> {
         let sql = if platform {
             "UPDATE platform_keys SET last_used_at = $1 \
-             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)"
+             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1) \
+               AND revoked_at IS NULL"
         } else {
             "UPDATE api_keys SET last_used_at = $1 \
-             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)"
+             WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1) \
+               AND revoked_at IS NULL"
         };
         on_pool!(self, |p| sqlx::query(sql)
             .bind(now.millis())

@@ -245,9 +245,11 @@ pub(super) async fn complete_attempts(
 /// the plan is as fresh as a read just before the write. A stale account
 /// is read again and its events written in another pass; the last pass
 /// reads just before it writes and checks no version, as every write did
-/// before 0034. Two round trips with the pool's check at most, where a
-/// read and a write took three: under load each waited for our side to
-/// be scheduled again (sampled in `pg_stat_activity`, ingest
+/// before 0034. Each pass commits by itself: when a later one fails, the
+/// group is answered item by item and only its events are `Unwritten`.
+/// Two round trips with the pool's check at most, where a read and a
+/// write took three: under load each waited for our side to be scheduled
+/// again (sampled in `pg_stat_activity`, ingest
 /// transactions were mostly idle in transaction).
 ///
 /// The write key-share locks the planned endpoints still there, and
@@ -269,20 +271,23 @@ pub(super) async fn insert_events(
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     for pass in 0..PASSES {
         let items: Vec<&NewIngest> = pending.iter().map(|&i| &batch[i]).collect();
-        let accounts = ingest::accounts(&items);
-        let mut known = fan_outs.get(&accounts);
-        let missing: Vec<String> = accounts
-            .into_iter()
-            .filter(|a| !known.contains_key(a))
-            .collect();
-        if !missing.is_empty() {
-            for (account, fan_out) in read_fan_outs(&mut conn, &missing).await? {
-                fan_outs.keep(account.clone(), Arc::clone(&fan_out));
-                known.insert(account, fan_out);
-            }
-        }
         let checked = pass + 1 < PASSES;
-        let (written, stale) = write_events(&mut conn, &items, &known, checked).await?;
+        let written = match write_pass(&mut conn, fan_outs, &items, checked).await {
+            Ok(written) => written,
+            Err(e) if pass == 0 => return Err(e),
+            // Earlier passes committed their events: the group is answered
+            // item by item, and only the rest failed.
+            Err(e) => {
+                for &i in &pending {
+                    answers[i] = Err(StoreError::Unwritten(format!(
+                        "the event was not stored (its group's write stopped part-way: {e}); \
+                         send it again"
+                    )));
+                }
+                return Ok(answers);
+            }
+        };
+        let (written, stale) = written;
         let mut next = Vec::new();
         for (&i, answer) in pending.iter().zip(written) {
             if stale.contains(&batch[i].event.account_id) {
@@ -303,6 +308,32 @@ pub(super) async fn insert_events(
         pending = next;
     }
     Ok(answers)
+}
+
+/// One pass of `insert_events` over `items`: planned from the kept
+/// fan-outs where `checked`, else from a read just before the write.
+async fn write_pass(
+    conn: &mut PgConnection,
+    fan_outs: &FanOuts,
+    items: &[&NewIngest],
+    checked: bool,
+) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>)> {
+    let accounts = ingest::accounts(items);
+    let mut known = match checked {
+        true => fan_outs.get(&accounts),
+        false => HashMap::new(),
+    };
+    let missing: Vec<String> = accounts
+        .into_iter()
+        .filter(|a| !known.contains_key(a))
+        .collect();
+    if !missing.is_empty() {
+        for (account, fan_out) in read_fan_outs(conn, &missing).await? {
+            fan_outs.keep(account.clone(), Arc::clone(&fan_out));
+            known.insert(account, fan_out);
+        }
+    }
+    write_events(conn, items, &known, checked).await
 }
 
 /// The accounts' fan-outs in one snapshot; an account that does not exist
