@@ -74,6 +74,7 @@ const DELETE_BATCH: i64 = 200;
 mod accounts;
 mod admin;
 mod alerts;
+mod bounded;
 mod claim_rules;
 mod completion;
 mod endpoints;

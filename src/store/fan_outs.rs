@@ -5,12 +5,9 @@
 //! a cached fan-out is never older than a read just before the write
 //! would be; one found stale is read again.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::sync::Arc;
 
-use super::ingest::Target;
+use super::{bounded::Bounded, ingest::Target};
 
 /// More accounts than one node's producers should send for at once; past
 /// it the cache starts again rather than grow.
@@ -22,32 +19,9 @@ pub(super) struct FanOut {
     pub targets: Vec<Target>,
 }
 
-#[derive(Debug, Default)]
-pub(super) struct FanOuts(Mutex<HashMap<String, Arc<FanOut>>>);
+/// Account → its fan-out.
+pub(super) type FanOuts = Bounded<Arc<FanOut>>;
 
-impl FanOuts {
-    /// Those of `accounts` this node holds.
-    pub fn get(&self, accounts: &[String]) -> HashMap<String, Arc<FanOut>> {
-        let held = self.lock();
-        accounts
-            .iter()
-            .filter_map(|a| held.get(a).map(|f| (a.clone(), Arc::clone(f))))
-            .collect()
-    }
-
-    pub fn keep(&self, account: String, fan_out: Arc<FanOut>) {
-        let mut held = self.lock();
-        if held.len() >= MOST {
-            held.clear();
-        }
-        held.insert(account, fan_out);
-    }
-
-    pub fn forget(&self, account: &str) {
-        self.lock().remove(account);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<FanOut>>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
+pub(super) fn empty() -> FanOuts {
+    Bounded::new(MOST)
 }

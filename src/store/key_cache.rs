@@ -7,39 +7,33 @@
 //! any node, or with its account deleted, stores nothing from the moment
 //! the revocation commits.
 
-use std::{collections::HashMap, sync::Mutex};
-
-use super::KeyHolder;
+use super::{bounded::Bounded, KeyHolder};
 
 /// More keys than a whole installation should hold; past it the cache
 /// starts again rather than grow with keys that were revoked elsewhere.
 const MOST: usize = 10_000;
 
-#[derive(Debug, Default)]
-pub struct KeyCache {
-    /// The key's hash → whose it is.
-    held: Mutex<HashMap<String, KeyHolder>>,
+/// The key's hash → whose it is.
+#[derive(Debug)]
+pub struct KeyCache(Bounded<KeyHolder>);
+
+impl Default for KeyCache {
+    fn default() -> Self {
+        Self(Bounded::new(MOST))
+    }
 }
 
 impl KeyCache {
     pub fn get(&self, hash: &str) -> Option<KeyHolder> {
-        self.lock().get(hash).cloned()
+        self.0.get(hash)
     }
 
     pub fn keep(&self, hash: String, holder: KeyHolder) {
-        let mut held = self.lock();
-        if held.len() >= MOST {
-            held.clear();
-        }
-        held.insert(hash, holder);
+        self.0.keep(hash, holder);
     }
 
     /// The write found the key revoked: it is asked about afresh.
     pub fn forget(&self, key_id: &str) {
-        self.lock().retain(|_, holder| holder.key_id() != key_id);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyHolder>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.forget_where(|holder| holder.key_id() == key_id);
     }
 }

@@ -85,7 +85,7 @@ pub async fn connect_pooled(
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,
-        fan_outs: Default::default(),
+        fan_outs: std::sync::Arc::new(super::fan_outs::empty()),
     })
 }
 
@@ -249,8 +249,8 @@ pub(super) async fn complete_attempts(
 /// group is answered item by item and only its events are `Unwritten`.
 /// Two round trips with the pool's check at most, where a read and a
 /// write took three: under load each waited for our side to be scheduled
-/// again (sampled in `pg_stat_activity`, ingest
-/// transactions were mostly idle in transaction).
+/// again (sampled in `pg_stat_activity`, ingest transactions were mostly
+/// idle in transaction).
 ///
 /// The write key-share locks the planned endpoints still there, and
 /// creates deliveries only for them and only for events it inserted. So
@@ -272,8 +272,8 @@ pub(super) async fn insert_events(
     for pass in 0..PASSES {
         let items: Vec<&NewIngest> = pending.iter().map(|&i| &batch[i]).collect();
         let checked = pass + 1 < PASSES;
-        let written = match write_pass(&mut conn, fan_outs, &items, checked).await {
-            Ok(written) => written,
+        let (written, stale) = match write_pass(&mut conn, fan_outs, &items, checked).await {
+            Ok(pass) => pass,
             Err(e) if pass == 0 => return Err(e),
             // Earlier passes committed their events: the group is answered
             // item by item, and only the rest failed.
@@ -287,7 +287,6 @@ pub(super) async fn insert_events(
                 return Ok(answers);
             }
         };
-        let (written, stale) = written;
         let mut next = Vec::new();
         for (&i, answer) in pending.iter().zip(written) {
             if stale.contains(&batch[i].event.account_id) {
@@ -320,7 +319,7 @@ async fn write_pass(
 ) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>)> {
     let accounts = ingest::accounts(items);
     let mut known = match checked {
-        true => fan_outs.get(&accounts),
+        true => fan_outs.get_many(&accounts),
         false => HashMap::new(),
     };
     let missing: Vec<String> = accounts
