@@ -12,8 +12,58 @@ pub struct Sample {
     server_sqlite: f64,
     postgres: f64,
     bench: f64,
-    machine_busy: f64,
-    machine_all: f64,
+    machine: Machine,
+}
+
+/// The whole machine's CPU seconds so far (/proc/stat), all cores.
+#[derive(Clone, Copy, Default)]
+pub struct Machine {
+    /// Busy, the host's steal included: what the machine could not give
+    /// to anything else.
+    busy: f64,
+    /// Taken by the host for other guests (steal).
+    stolen: f64,
+    all: f64,
+}
+
+impl Machine {
+    pub fn now() -> Self {
+        let hz = ticks_per_sec();
+        let Some(line) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_owned))
+        else {
+            return Machine::default();
+        };
+        let v: Vec<f64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal
+        if v.len() < 8 {
+            return Machine::default();
+        }
+        let busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
+        Machine {
+            busy,
+            stolen: v[7] / hz,
+            all: busy + (v[3] + v[4]) / hz,
+        }
+    }
+
+    /// The share of all CPU time since `before` that the host took: on a
+    /// shared host it comes in spells, and a run it hit says little about
+    /// the build it ran (seen here: the same build's burn-down at 1 790/s
+    /// in one spell and 7 251/s out of it).
+    pub fn stolen_since(&self, before: &Machine) -> f64 {
+        let all = self.all - before.all;
+        if all > 0.0 {
+            (self.stolen - before.stolen) / all
+        } else {
+            0.0
+        }
+    }
 }
 
 /// CPU per delivery between two samples, in microseconds.
@@ -29,6 +79,8 @@ pub struct PerDelivery {
     pub receiver_us: f64,
     /// How busy the whole machine was, 0..=1 of all its cores.
     pub machine_busy: f64,
+    /// Of all its CPU time, the share the host took, 0..=1.
+    pub stolen: f64,
 }
 
 impl Sample {
@@ -93,36 +145,23 @@ pub fn sample(server_pid: u32) -> Sample {
         }
     }
     s.bench = stat("/proc/self/stat").map_or(0.0, |(_, t)| t / hz);
-    if let Some(line) = std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|t| t.lines().next().map(str::to_owned))
-    {
-        let v: Vec<f64> = line
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // user nice system idle iowait irq softirq steal
-        if v.len() >= 8 {
-            s.machine_busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz;
-            s.machine_all = s.machine_busy + (v[3] + v[4]) / hz;
-        }
-    }
+    s.machine = Machine::now();
     s
 }
 
 pub fn per_delivery(before: Sample, after: Sample, deliveries: usize) -> PerDelivery {
     let us = |a: f64, b: f64| (b - a) * 1e6 / deliveries.max(1) as f64;
-    let all = after.machine_all - before.machine_all;
+    let all = after.machine.all - before.machine.all;
     PerDelivery {
         server_us: us(before.server, after.server),
         sqlite_us: us(before.server_sqlite, after.server_sqlite),
         postgres_us: us(before.postgres, after.postgres),
         receiver_us: us(before.bench, after.bench),
         machine_busy: if all > 0.0 {
-            (after.machine_busy - before.machine_busy) / all
+            (after.machine.busy - before.machine.busy) / all
         } else {
             0.0
         },
+        stolen: after.machine.stolen_since(&before.machine),
     }
 }

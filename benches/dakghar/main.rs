@@ -56,6 +56,7 @@ async fn main() {
     let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
     std::fs::create_dir_all(&results).unwrap();
     for backend in &backends {
+        let machine_before = cpu::Machine::now();
         eprintln!("[{}] B_db: the store alone", backend.name());
         let db = BenchDb::new(backend).await;
         let (db_ingest, db_per_sec) =
@@ -120,6 +121,7 @@ async fn main() {
             claims: claims.as_ref(),
             peer: peer.as_ref().map(|(theirs, ours)| (theirs, ours)),
             dashboard: dashboard.as_ref(),
+            stolen: cpu::Machine::now().stolen_since(&machine_before),
         });
         println!("{text}");
         let file = results.join(format!(

@@ -24,6 +24,8 @@ pub struct Run<'a> {
     /// graphile-worker's burn-down and Dakghar's of the same size.
     pub peer: Option<(&'a peer::PeerRun, &'a delivery::Burn)>,
     pub dashboard: Option<&'a dashboard::Figures>,
+    /// The share of the machine's CPU time the host took over the run.
+    pub stolen: f64,
 }
 
 fn yes(met: bool) -> &'static str {
@@ -51,11 +53,12 @@ pub fn render(r: &Run) -> String {
     let _ = writeln!(o, "# Dakghar benchmark: {backend}, {date}\n");
     let _ = writeln!(
         o,
-        "{}, commit {}. Burn-down of {} events × {} endpoints.\n",
+        "{}, commit {}. Burn-down of {} events × {} endpoints. The host took {:.1} % of the machine's CPU time over this run (steal): compare runs only where that is near nothing.\n",
         machine(),
         commit(),
         r.events,
-        r.endpoints
+        r.endpoints,
+        r.stolen * 100.0
     );
     let ceiling = 1.0 / (1.0 / r.http.per_sec + 1.0 / r.db_per_sec);
     let _ = writeln!(o, "## Ceilings (this machine, this run)\n");
@@ -149,13 +152,14 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     let c = &d.burn_cpu;
     let _ = writeln!(
         o,
-        "| CPU per delivery over the burn-down | {:.0} µs: server {:.0} (SQLite's threads {:.0}) · Postgres {:.0} · receiver {:.0}; machine {:.0} % busy | {:.0} deliveries/s if all {} cores did nothing else | | |",
+        "| CPU per delivery over the burn-down | {:.0} µs: server {:.0} (SQLite's threads {:.0}) · Postgres {:.0} · receiver {:.0}; machine {:.0} % busy, {:.1} % taken by the host | {:.0} deliveries/s if all {} cores did nothing else | | |",
         c.total_us(),
         c.server_us,
         c.sqlite_us,
         c.postgres_us,
         c.receiver_us,
         c.machine_busy * 100.0,
+        c.stolen * 100.0,
         cores() as f64 * 1e6 / c.total_us().max(1.0),
         cores()
     );
