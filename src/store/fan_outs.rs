@@ -22,6 +22,6 @@ pub(super) struct FanOut {
 /// Account → its fan-out.
 pub(super) type FanOuts = Bounded<Arc<FanOut>>;
 
-pub(super) fn empty() -> FanOuts {
-    Bounded::new(MOST)
+pub(super) fn empty() -> Arc<FanOuts> {
+    Arc::new(Bounded::new(MOST))
 }

@@ -85,7 +85,7 @@ pub async fn connect_pooled(
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,
-        fan_outs: std::sync::Arc::new(super::fan_outs::empty()),
+        fan_outs: super::fan_outs::empty(),
     })
 }
 

@@ -62,7 +62,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         pg_schema: None,
         secrets: None,
         node: None,
-        fan_outs: std::sync::Arc::new(super::fan_outs::empty()),
+        fan_outs: super::fan_outs::empty(),
     })
 }
 

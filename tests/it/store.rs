@@ -5,12 +5,22 @@ use std::{collections::HashSet, time::Duration};
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
     store::{
-        AttemptRecord, Backend, DeliveryState, EndpointPatch, EndpointState, Ingester, NewEvent,
-        NewIngest, Role, Store, StoreError, Transition,
+        AttemptRecord, Backend, Delivery, DeliveryState, EndpointPatch, EndpointState, Ingester,
+        NewEvent, NewIngest, Role, Store, StoreError, Transition,
     },
 };
 
 use crate::helpers::{new_endpoint, StateOf};
+
+/// The endpoints the deliveries go to, sorted.
+fn endpoints_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<String> {
+    let mut ids: Vec<String> = deliveries
+        .into_iter()
+        .map(|d| d.endpoint_id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
 
 on_both_backends!(
     accounts_users_keys_and_endpoints_round_trip,
@@ -206,12 +216,7 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
         .unwrap();
 
     assert_eq!(inserted.event.payload, br#"{"amount":42}"#.to_vec());
-    let mut targets: Vec<_> = inserted
-        .deliveries
-        .iter()
-        .map(|d| d.endpoint_id.clone())
-        .collect();
-    targets.sort();
+    let targets = endpoints_of(&inserted.deliveries);
     let mut expected = vec![all.id.clone(), paid.id.clone(), paused.id.clone()];
     expected.sort();
     assert_eq!(
@@ -312,16 +317,11 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
             event(account, &format!("e{}", n.get()), event_type),
         );
         async move {
-            let mut to: Vec<String> = store
+            let inserted = store
                 .insert_event(new, now, now.plus(WINDOW))
                 .await
-                .unwrap()
-                .deliveries
-                .into_iter()
-                .map(|d| d.endpoint_id)
-                .collect();
-            to.sort();
-            to
+                .unwrap();
+            endpoints_of(&inserted.deliveries)
         }
     };
     let sorted = |mut ids: Vec<&String>| {
@@ -410,22 +410,12 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
                     (&inserted.event.account_id, &inserted.event.id),
                     (&e.account_id, &e.id)
                 );
-                let mut to: Vec<String> = inserted
-                    .deliveries
-                    .iter()
-                    .map(|d| d.endpoint_id.clone())
-                    .collect();
-                to.sort();
-                assert_eq!(to, want, "{}", e.id);
-                let mut stored: Vec<String> = store
+                assert_eq!(endpoints_of(&inserted.deliveries), want, "{}", e.id);
+                let stored = store
                     .deliveries_of_event(&e.account_id, &e.id)
                     .await
-                    .unwrap()
-                    .into_iter()
-                    .map(|d| d.endpoint_id)
-                    .collect();
-                stored.sort();
-                assert_eq!(stored, want, "{}: stored as answered", e.id);
+                    .unwrap();
+                assert_eq!(endpoints_of(&stored), want, "{}: stored as answered", e.id);
             }
             (Err(StoreError::Conflict(_)), None) => {}
             (answer, _) => panic!("{}: {answer:?}", e.id),
@@ -561,17 +551,7 @@ async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: St
     ];
     let answers = store.insert_events(&batch).await.unwrap();
     assert_eq!(answers.len(), batch.len());
-    let targets = |i: usize| -> Vec<String> {
-        let mut ids: Vec<String> = answers[i]
-            .as_ref()
-            .unwrap()
-            .deliveries
-            .iter()
-            .map(|d| d.endpoint_id.clone())
-            .collect();
-        ids.sort();
-        ids
-    };
+    let targets = |i: usize| endpoints_of(&answers[i].as_ref().unwrap().deliveries);
     let mut both = vec![all.id.clone(), paid.id.clone()];
     both.sort();
     assert_eq!(targets(0), both, "every endpoint that wants the type");
@@ -1463,8 +1443,7 @@ async fn event_pages_carry_their_own_deliveries_and_continue_by_cursor(store: St
     loop {
         let page = store.list_events(&acc.id, &filter, 2).await.unwrap();
         for (ev, ds) in &page.events {
-            let mut targets: Vec<_> = ds.iter().map(|d| d.endpoint_id.clone()).collect();
-            targets.sort();
+            let targets = endpoints_of(ds);
             let mut expected = vec![a.id.clone()];
             if ev.event_type == "two" {
                 expected.push(b.id.clone());
