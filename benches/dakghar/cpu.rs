@@ -52,14 +52,23 @@ impl Machine {
         }
     }
 
+    /// The share of all CPU time since `before` that the machine was busy.
+    pub fn busy_since(&self, before: &Machine) -> f64 {
+        self.share_since(before, |m| m.busy)
+    }
+
     /// The share of all CPU time since `before` that the host took: on a
     /// shared host it comes in spells, and a run it hit says little about
     /// the build it ran (seen here: the same build's burn-down at 1 790/s
     /// in one spell and 7 251/s out of it).
     pub fn stolen_since(&self, before: &Machine) -> f64 {
+        self.share_since(before, |m| m.stolen)
+    }
+
+    fn share_since(&self, before: &Machine, part: impl Fn(&Machine) -> f64) -> f64 {
         let all = self.all - before.all;
         if all > 0.0 {
-            (self.stolen - before.stolen) / all
+            (part(self) - part(before)) / all
         } else {
             0.0
         }
@@ -96,7 +105,13 @@ impl PerDelivery {
     }
 }
 
+// Asked once: every sample needs it, and asking runs a process.
 fn ticks_per_sec() -> f64 {
+    static HZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *HZ.get_or_init(ask_ticks_per_sec)
+}
+
+fn ask_ticks_per_sec() -> f64 {
     Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -151,17 +166,12 @@ pub fn sample(server_pid: u32) -> Sample {
 
 pub fn per_delivery(before: Sample, after: Sample, deliveries: usize) -> PerDelivery {
     let us = |a: f64, b: f64| (b - a) * 1e6 / deliveries.max(1) as f64;
-    let all = after.machine.all - before.machine.all;
     PerDelivery {
         server_us: us(before.server, after.server),
         sqlite_us: us(before.server_sqlite, after.server_sqlite),
         postgres_us: us(before.postgres, after.postgres),
         receiver_us: us(before.bench, after.bench),
-        machine_busy: if all > 0.0 {
-            (after.machine.busy - before.machine.busy) / all
-        } else {
-            0.0
-        },
+        machine_busy: after.machine.busy_since(&before.machine),
         stolen: after.machine.stolen_since(&before.machine),
     }
 }
