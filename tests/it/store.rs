@@ -36,6 +36,7 @@ on_both_backends!(
     a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
+    a_delivery_that_contradicts_its_state_is_refused,
     expired_leases_are_rescued_without_counting_an_attempt,
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
     each_filter_form_lists_an_event_once_and_pages_in_order,
@@ -1321,6 +1322,77 @@ async fn deliveries_move_through_their_states(store: Store) {
             .unwrap()
             .is_empty(),
         "terminal deliveries are never claimed again"
+    );
+}
+
+/// The schema keeps what a state says of the lease and the finish time
+/// (on Postgres, each partition keeps its own: migration 0036), so a bug
+/// that writes a contradiction fails where it writes it.
+async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
+    let clock = TestClock::starting_now();
+    let acc = store.create_account("acme", clock.now()).await.unwrap();
+    store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://a.example/", &[]),
+            clock.now(),
+        )
+        .await
+        .unwrap();
+    let inserted = store
+        .insert_event(
+            event(&acc.id, "e", "t"),
+            clock.now(),
+            clock.now().plus(WINDOW),
+        )
+        .await
+        .unwrap();
+    let id = &inserted.deliveries[0].id;
+    for (contradiction, set) in [
+        ("a pending delivery with a lease", "lease_until = 5"),
+        ("a pending delivery with a finish time", "finished_at = 5"),
+        (
+            "a delivery in flight without a lease",
+            "state = 'in_flight'",
+        ),
+        (
+            "a delivery in flight with a finish time",
+            "state = 'in_flight', lease_until = 5, finished_at = 5",
+        ),
+        (
+            "a finished delivery without a finish time",
+            "state = 'delivered'",
+        ),
+        (
+            "a finished delivery with a lease",
+            "state = 'failed', finished_at = 5, lease_until = 5",
+        ),
+        ("a state there is none of", "state = 'lost'"),
+    ] {
+        let written = store
+            .execute_script(&format!("UPDATE deliveries SET {set} WHERE id = '{id}'"))
+            .await;
+        assert!(written.is_err(), "{contradiction} was stored");
+    }
+    let untouched = store.delivery(id).await.unwrap();
+    assert_eq!(
+        untouched, inserted.deliveries[0],
+        "a refused write changed nothing"
+    );
+
+    // What agrees with its state is stored, by the same statements.
+    for set in [
+        "state = 'in_flight', lease_until = 5",
+        "state = 'expired', lease_until = NULL, finished_at = 6",
+    ] {
+        store
+            .execute_script(&format!("UPDATE deliveries SET {set} WHERE id = '{id}'"))
+            .await
+            .unwrap();
+    }
+    let finished = store.delivery(id).await.unwrap();
+    assert_eq!(
+        (finished.state, finished.lease_until, finished.finished_at),
+        (DeliveryState::Expired, None, Some(6))
     );
 }
 
