@@ -5,8 +5,8 @@ use std::{collections::HashSet, time::Duration};
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
     store::{
-        AttemptRecord, Backend, Delivery, DeliveryState, EndpointPatch, EndpointState, Ingester,
-        NewEvent, NewIngest, Role, Store, StoreError, Transition,
+        Account, AttemptRecord, Backend, Delivery, DeliveryState, EndpointPatch, EndpointState,
+        Ingester, NewEvent, NewIngest, Role, Store, StoreError, Transition,
     },
 };
 
@@ -52,6 +52,17 @@ fn event(account_id: &str, id: &str, event_type: &str) -> NewEvent {
         event_type: event_type.to_string(),
         payload: br#"{"amount":42}"#.to_vec(),
     }
+}
+
+/// The account "acme" with one endpoint, `https://a.example/`, for the
+/// event types given (none: every type).
+async fn acme_with_an_endpoint(store: &Store, now: Timestamp, types: &[&str]) -> Account {
+    let acc = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", types), now)
+        .await
+        .unwrap();
+    acc
 }
 
 fn record(attempt: i64, status: Option<i64>) -> AttemptRecord {
@@ -741,14 +752,7 @@ async fn a_duplicate_producer_event_id_is_rejected_cleanly(store: Store) {
 
 async fn claims_take_due_deliveries_oldest_first(store: Store) {
     let clock = TestClock::at(Timestamp(1_700_000_000_000));
-    let acc = store.create_account("acme", clock.now()).await.unwrap();
-    store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://a.example/", &["t"]),
-            clock.now(),
-        )
-        .await
-        .unwrap();
+    let acc = acme_with_an_endpoint(&store, clock.now(), &["t"]).await;
     let paused = store
         .create_endpoint(
             new_endpoint(&acc.id, "https://p.example/", &["paused.only"]),
@@ -1163,14 +1167,7 @@ async fn concurrent_claimers_never_share_a_delivery(store: Store) {
 
 async fn deliveries_move_through_their_states(store: Store) {
     let clock = TestClock::starting_now();
-    let acc = store.create_account("acme", clock.now()).await.unwrap();
-    store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://a.example/", &[]),
-            clock.now(),
-        )
-        .await
-        .unwrap();
+    let acc = acme_with_an_endpoint(&store, clock.now(), &[]).await;
     for id in ["ok", "bad", "late"] {
         store
             .insert_event(
@@ -1330,14 +1327,7 @@ async fn deliveries_move_through_their_states(store: Store) {
 /// that writes a contradiction fails where it writes it.
 async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
     let clock = TestClock::starting_now();
-    let acc = store.create_account("acme", clock.now()).await.unwrap();
-    store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://a.example/", &[]),
-            clock.now(),
-        )
-        .await
-        .unwrap();
+    let acc = acme_with_an_endpoint(&store, clock.now(), &[]).await;
     let inserted = store
         .insert_event(
             event(&acc.id, "e", "t"),
@@ -1398,14 +1388,7 @@ async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
 
 async fn expired_leases_are_rescued_without_counting_an_attempt(store: Store) {
     let clock = TestClock::starting_now();
-    let acc = store.create_account("acme", clock.now()).await.unwrap();
-    store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://a.example/", &[]),
-            clock.now(),
-        )
-        .await
-        .unwrap();
+    let acc = acme_with_an_endpoint(&store, clock.now(), &[]).await;
     for id in ["crashed", "released"] {
         store
             .insert_event(
