@@ -1337,6 +1337,7 @@ async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
         .await
         .unwrap();
     let id = &inserted.deliveries[0].id;
+    let update = |set: &str| format!("UPDATE deliveries SET {set} WHERE id = '{id}'");
     for (contradiction, set) in [
         ("a pending delivery with a lease", "lease_until = 5"),
         ("a pending delivery with a finish time", "finished_at = 5"),
@@ -1358,9 +1359,7 @@ async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
         ),
         ("a state there is none of", "state = 'lost'"),
     ] {
-        let written = store
-            .execute_script(&format!("UPDATE deliveries SET {set} WHERE id = '{id}'"))
-            .await;
+        let written = store.execute_script(&update(set)).await;
         let refused = written.expect_err(&format!("{contradiction} was stored"));
         // Refused by the schema's rules, not for some other fault.
         let why = refused.to_string();
@@ -1380,10 +1379,7 @@ async fn a_delivery_that_contradicts_its_state_is_refused(store: Store) {
         "state = 'in_flight', lease_until = 5",
         "state = 'expired', lease_until = NULL, finished_at = 6",
     ] {
-        store
-            .execute_script(&format!("UPDATE deliveries SET {set} WHERE id = '{id}'"))
-            .await
-            .unwrap();
+        store.execute_script(&update(set)).await.unwrap();
     }
     let finished = store.delivery(id).await.unwrap();
     assert_eq!(
