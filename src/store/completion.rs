@@ -2,6 +2,8 @@
 //! transition the engine hands in, and the row it leaves behind, as both
 //! backends write it.
 
+use std::collections::HashSet;
+
 use super::{Delivery, DeliveryState};
 use crate::clock::Timestamp;
 
@@ -68,6 +70,29 @@ pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<Healthy<'
     }
     healthy.sort_unstable();
     healthy
+}
+
+/// `batch` cut before each result for a delivery the part already names:
+/// a stale claim's result can share a batch with the live one's (its
+/// lease ran out during the attempt and the delivery was claimed again).
+/// Each part names a delivery once, so the ids a write answers say which
+/// of its results held their claims, and each delivery gets one attempt.
+pub(super) fn distinct_runs(batch: &[Completion]) -> Vec<&[Completion]> {
+    let mut runs = Vec::new();
+    let mut seen = HashSet::new();
+    let mut start = 0;
+    for (i, c) in batch.iter().enumerate() {
+        if !seen.insert(c.claimed.id.as_str()) {
+            runs.push(&batch[start..i]);
+            start = i;
+            seen.clear();
+            seen.insert(c.claimed.id.as_str());
+        }
+    }
+    if start < batch.len() {
+        runs.push(&batch[start..]);
+    }
+    runs
 }
 
 /// The delivery row a completion leaves behind.

@@ -13,7 +13,7 @@ use sqlx::{
 
 use super::{
     claim_rules::ClaimRules,
-    completion::{Completion, Outcome},
+    completion::{distinct_runs, Completion, Outcome},
     fan_outs::{FanOut, FanOuts},
     ingest::{self, NewIngest, Target},
     parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
@@ -198,11 +198,33 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &
 /// their tokens, writes their attempts and the endpoints' successes, and
 /// answers with the ids it moved. A transaction of a statement each held
 /// its row locks while it waited for us between them; before that, a
-/// statement per row paid a round trip each.
+/// statement per row paid a round trip each. A batch that names a
+/// delivery twice is written in parts that each name it once
+/// (`distinct_runs`; rare, so a call each costs nothing); should a later
+/// part fail after the first committed, its results alone are unwritten.
 pub(super) async fn complete_attempts(
     pool: &PgPool,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
+    let mut answers = Vec::with_capacity(batch.len());
+    for (n, run) in distinct_runs(batch).into_iter().enumerate() {
+        match record_run(pool, run).await {
+            Ok(run_answers) => answers.extend(run_answers),
+            Err(e) if n == 0 => return Err(e),
+            Err(e) => answers.extend(run.iter().map(|_| {
+                Err(StoreError::Unwritten(format!(
+                    "the attempt's result was not recorded (its batch's write stopped \
+                     part-way: {e})"
+                )))
+            })),
+        }
+    }
+    Ok(answers)
+}
+
+/// One call of `dakghar_record_attempts` for results that name each
+/// delivery once.
+async fn record_run(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
     let call = "SELECT * FROM dakghar_record_attempts($1::text[], $2::text[], $3::text[], \
                   $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::bytea[], $9::text[], \
                   $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::text[], $15::text[], \

@@ -36,6 +36,7 @@ on_both_backends!(
     a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
+    a_batch_of_results_answers_for_each_in_its_place,
     a_delivery_that_contradicts_its_state_is_refused,
     expired_leases_are_rescued_without_counting_an_attempt,
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
@@ -1320,6 +1321,117 @@ async fn deliveries_move_through_their_states(store: Store) {
             .is_empty(),
         "terminal deliveries are never claimed again"
     );
+}
+
+/// A batch of results larger than one statement's rows, with two stale
+/// claims among them (one a second result for a delivery the batch also
+/// finishes rightly): each answers in its place, and only what still held
+/// its claim is written, each with its own attempt.
+async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    let mut roomy = new_endpoint(&acc.id, "https://a.example/", &[]);
+    roomy.max_in_flight = 1000;
+    store.create_endpoint(roomy, now).await.unwrap();
+    let events: Vec<NewIngest> = (0..120)
+        .map(|i| NewIngest {
+            event: event(&acc.id, &format!("e{i}"), "t"),
+            only: None,
+            now,
+            give_up_at: now.plus(WINDOW),
+            traceparent: None,
+            key_id: None,
+        })
+        .collect();
+    for inserted in store.insert_events(&events).await.unwrap() {
+        inserted.unwrap();
+    }
+    let claimed = store
+        .claim_due(
+            now,
+            now.plus(Duration::from_secs(300)),
+            120,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 120);
+
+    let later = now.plus(Duration::from_secs(1));
+    let retry_at = later.plus(Duration::from_secs(60));
+    let result = |d: &Delivery, i: usize| {
+        let (status, transition) = match i % 3 {
+            0 => (200, Transition::Delivered),
+            1 => (
+                500,
+                Transition::Retry {
+                    next_attempt_at: retry_at,
+                },
+            ),
+            _ => (410, Transition::Failed),
+        };
+        dakghar::store::Completion {
+            claimed: d.clone(),
+            record: AttemptRecord {
+                response_body: Some(format!("answer {i}").into_bytes()),
+                ..record(1, Some(status))
+            },
+            transition,
+            now: later,
+        }
+    };
+    let mut batch: Vec<_> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, d)| result(d, i))
+        .collect();
+    let stale = |d: &Delivery| Delivery {
+        claim_token: Some("a claim since lost".into()),
+        ..d.clone()
+    };
+    // Before the delivery's own result, and one whose delivery is
+    // finished by no other.
+    batch.insert(7, result(&stale(&claimed[70]), 1));
+    let lost = claimed[100].id.clone();
+    batch[101].claimed = stale(&claimed[100]);
+
+    let answers = store.complete_attempts(&batch).await.unwrap();
+    assert_eq!(answers.len(), batch.len());
+    for (i, (c, answer)) in batch.iter().zip(&answers).enumerate() {
+        let id = &c.claimed.id;
+        if i == 7 || *id == lost {
+            assert!(
+                matches!(answer, Err(StoreError::LostClaim(l)) if l == id),
+                "result {i}: {answer:?}"
+            );
+            continue;
+        }
+        let row = answer
+            .as_ref()
+            .unwrap_or_else(|e| panic!("result {i}: {e}"));
+        assert_eq!(&row.id, id);
+        assert_eq!(
+            row,
+            &store.delivery(id).await.unwrap(),
+            "result {i} as stored"
+        );
+        let want = match c.transition {
+            Transition::Delivered => DeliveryState::Delivered,
+            Transition::Retry { .. } => DeliveryState::Pending,
+            _ => DeliveryState::Failed,
+        };
+        assert_eq!(row.state(), Some(want), "result {i}");
+        let attempts = store.attempts_of_delivery(id).await.unwrap();
+        assert_eq!(attempts.len(), 1, "result {i}: one attempt");
+        assert_eq!(
+            attempts[0].response_body, c.record.response_body,
+            "result {i}"
+        );
+    }
+    let untouched = store.delivery(&lost).await.unwrap();
+    assert_eq!(untouched.state(), Some(DeliveryState::InFlight));
+    assert!(store.attempts_of_delivery(&lost).await.unwrap().is_empty());
 }
 
 /// The schema keeps what a state says of the lease and the finish time
