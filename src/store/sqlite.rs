@@ -1,6 +1,11 @@
 //! The embedded backend: one SQLite file in WAL mode, one writer at a time.
 
-use std::{collections::HashMap, path::Path, sync::LazyLock, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    sync::LazyLock,
+    time::Duration,
+};
 
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
@@ -9,7 +14,7 @@ use sqlx::{
 
 use super::{
     claim_rules::ClaimRules,
-    completion::{healthy_endpoints, Completion, Outcome},
+    completion::{distinct_runs, healthy_endpoints, Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options,
     sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
@@ -261,70 +266,30 @@ pub(super) async fn claim_due(
     })
 }
 
-/// `Store::complete_attempts` a statement per row: on the one writer
-/// connection a round trip costs microseconds, so SQLite needs no arrays
-/// (and has no `unnest`).
+/// `Store::complete_attempts` in statements of up to `INSERT_CHUNK` rows:
+/// a statement a row cost two round trips to sqlx's SQLite thread per
+/// delivery. A chunk names each delivery once (`distinct_runs`), so the
+/// ids its update returns say which of its results held their claims.
 pub(super) async fn complete_attempts(
     writer: &SqlitePool,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
-    let insert_attempt = "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
-                              request_headers, response_status, response_headers, response_body, \
-                              error, classification, endpoint_id) \
-                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
-    static UPDATE: LazyLock<String> = LazyLock::new(|| {
-        format!(
-            "UPDATE deliveries SET state = $1, attempts = attempts + $2, attempt_seq = $3, \
-               next_attempt_at = $4, {UNCLAIMED}, last_status = $5, last_response = $6, \
-               last_error = $7, finished_at = $8, updated_at = $9 \
-             WHERE id = $10 AND state = 'in_flight' AND claim_token = $11 RETURNING id"
-        )
-    });
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
-    let mut tx = writer.begin().await?;
     let mut answers = Vec::with_capacity(batch.len());
-    for c in batch {
-        let (claimed, record) = (&c.claimed, &c.record);
-        let Outcome {
-            state,
-            counted,
-            next_at,
-            finished_at,
-        } = c.outcome();
-        let updated = sqlx::query_scalar::<_, String>(&UPDATE)
-            .bind(state.as_str())
-            .bind(counted)
-            .bind(record.attempt)
-            .bind(next_at)
-            .bind(record.response_status)
-            .bind(&record.response_body)
-            .bind(&record.error)
-            .bind(finished_at)
-            .bind(c.now.millis())
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .fetch_optional(&mut *tx)
-            .await?;
-        if updated.is_none() {
-            answers.push(Err(StoreError::LostClaim(claimed.id.clone())));
-            continue;
-        }
-        sqlx::query(insert_attempt)
-            .bind(&claimed.id)
-            .bind(record.attempt)
-            .bind(record.started_at)
-            .bind(record.duration_ms)
-            .bind(&record.request_headers)
-            .bind(record.response_status)
-            .bind(&record.response_headers)
-            .bind(&record.response_body)
-            .bind(&record.error)
-            .bind(&record.classification)
-            .bind(&claimed.endpoint_id)
-            .execute(&mut *tx)
-            .await?;
-        written.push(c);
-        answers.push(Ok(c.written_row()));
+    let mut tx = writer.begin().await?;
+    let runs = distinct_runs(batch);
+    for chunk in runs.iter().flat_map(|run| run.chunks(INSERT_CHUNK)) {
+        let moved = move_on(&mut tx, chunk).await?;
+        let kept: Vec<&Completion> = chunk
+            .iter()
+            .filter(|c| moved.contains(&c.claimed.id))
+            .collect();
+        insert_attempts(&mut tx, &kept).await?;
+        answers.extend(chunk.iter().map(|c| match moved.contains(&c.claimed.id) {
+            true => Ok(c.written_row()),
+            false => Err(StoreError::LostClaim(c.claimed.id.clone())),
+        }));
+        written.extend(kept);
     }
     for h in healthy_endpoints(&written) {
         sqlx::query(ENDPOINT_SUCCEEDED)
@@ -337,6 +302,77 @@ pub(super) async fn complete_attempts(
     }
     tx.commit().await?;
     Ok(answers)
+}
+
+/// Moves each delivery of `chunk` whose claim is still held to the state
+/// its result leaves; answers the ids it moved.
+async fn move_on(tx: &mut sqlx::SqliteConnection, chunk: &[Completion]) -> Result<HashSet<String>> {
+    let sql = format!(
+        "WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
+           AS (VALUES {}) \
+         UPDATE deliveries SET state = r.state, attempts = deliveries.attempts + r.counted, \
+           attempt_seq = r.seq, next_attempt_at = r.next_at, {UNCLAIMED}, \
+           last_status = r.status, last_response = r.body, last_error = r.error, \
+           finished_at = r.finished_at, updated_at = r.at \
+         FROM r WHERE deliveries.id = r.id AND deliveries.state = 'in_flight' \
+           AND deliveries.claim_token = r.token \
+         RETURNING id",
+        value_rows(chunk.len(), 11, |p| format!("({})", p.join(", ")))
+    );
+    let mut q = sqlx::query_scalar::<_, String>(&sql);
+    for c in chunk {
+        let (claimed, record) = (&c.claimed, &c.record);
+        let Outcome {
+            state,
+            counted,
+            next_at,
+            finished_at,
+        } = c.outcome();
+        q = q
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .bind(state.as_str())
+            .bind(counted)
+            .bind(record.attempt)
+            .bind(next_at)
+            .bind(record.response_status)
+            .bind(&record.response_body)
+            .bind(&record.error)
+            .bind(finished_at)
+            .bind(c.now.millis());
+    }
+    Ok(q.fetch_all(&mut *tx).await?.into_iter().collect())
+}
+
+/// The attempt rows of `written`, in one statement.
+async fn insert_attempts(tx: &mut sqlx::SqliteConnection, written: &[&Completion]) -> Result<()> {
+    if written.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
+        "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, request_headers, \
+           response_status, response_headers, response_body, error, classification, \
+           endpoint_id) VALUES {}",
+        value_rows(written.len(), 11, |p| format!("({})", p.join(", ")))
+    );
+    let mut q = sqlx::query(&sql);
+    for c in written {
+        let (claimed, record) = (&c.claimed, &c.record);
+        q = q
+            .bind(&claimed.id)
+            .bind(record.attempt)
+            .bind(record.started_at)
+            .bind(record.duration_ms)
+            .bind(&record.request_headers)
+            .bind(record.response_status)
+            .bind(&record.response_headers)
+            .bind(&record.response_body)
+            .bind(&record.error)
+            .bind(&record.classification)
+            .bind(&claimed.endpoint_id);
+    }
+    q.execute(&mut *tx).await?;
+    Ok(())
 }
 
 /// Rows per multi-row INSERT: a statement each costs a round trip to
@@ -403,7 +439,7 @@ pub(super) async fn insert_events(
         kept.extend(q.fetch_all(&mut *tx).await?);
     }
     let keys = ingest::keys(batch);
-    let mut active = std::collections::HashSet::new();
+    let mut active = HashSet::new();
     for chunk in keys.chunks(INSERT_CHUNK) {
         let sql = format!(
             "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
