@@ -439,19 +439,25 @@ pub(super) async fn insert_events(
         kept.extend(q.fetch_all(&mut *tx).await?);
     }
     let keys = ingest::keys(batch);
+    // Every event stored: each named an active key, so only a batch that
+    // lost some asks which keys are revoked.
     let mut active = HashSet::new();
-    for chunk in keys.chunks(INSERT_CHUNK) {
-        let sql = format!(
-            "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
-             UNION ALL \
-             SELECT id FROM platform_keys WHERE revoked_at IS NULL AND id IN ({0})",
-            placeholders(1, chunk.len())
-        );
-        let mut q = sqlx::query_scalar::<_, String>(&sql);
-        for id in chunk {
-            q = q.bind(id);
+    if kept.len() == batch.len() {
+        active.extend(keys.iter().cloned());
+    } else {
+        for chunk in keys.chunks(INSERT_CHUNK) {
+            let sql = format!(
+                "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
+                 UNION ALL \
+                 SELECT id FROM platform_keys WHERE revoked_at IS NULL AND id IN ({0})",
+                placeholders(1, chunk.len())
+            );
+            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            for id in chunk {
+                q = q.bind(id);
+            }
+            active.extend(q.fetch_all(&mut *tx).await?);
         }
-        active.extend(q.fetch_all(&mut *tx).await?);
     }
     let mut q = sqlx::query_as::<_, (String, String, String)>(&endpoints);
     for id in &accounts {
