@@ -150,6 +150,16 @@ const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
      JOIN endpoints e ON e.id = d.endpoint_id \
      WHERE d.state = 'in_flight' AND e.host IS NOT NULL GROUP BY e.host";
 
+/// Leases endpoint `$4`'s oldest `$5` due deliveries to claim `$3` until
+/// `$2` (`$1` now), in the statement that finds them: a round trip to
+/// sqlx's SQLite thread less per claim than reading the ids first.
+const LEASE_DUE: &str = "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, \
+       lease_until = $2, claim_token = $3, updated_at = $1 \
+     WHERE id IN (SELECT id FROM deliveries \
+       WHERE endpoint_id = $4 AND state = 'pending' AND next_attempt_at <= $1 \
+       ORDER BY next_attempt_at, id LIMIT $5) \
+     RETURNING *";
+
 /// The endpoints give their oldest due rows, the longest-waiting endpoint
 /// first, each as many as its free slots and what is left of `limit`
 /// allow, and the same transaction leases them: a claim reads about
@@ -175,9 +185,6 @@ pub(super) async fn claim_due(
             ..Claim::default()
         });
     }
-    let due = "SELECT id FROM deliveries \
-               WHERE endpoint_id = $1 AND state = 'pending' AND next_attempt_at <= $2 \
-               ORDER BY next_attempt_at, id LIMIT $3";
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let open: Vec<(String, Option<String>, i64, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
         .bind(now.millis())
@@ -194,10 +201,10 @@ pub(super) async fn claim_due(
     } else {
         HashMap::new()
     };
-    let mut picked: Vec<String> = Vec::new();
+    let mut deliveries: Vec<Delivery> = Vec::new();
     let mut held_back = false;
     for (endpoint_id, host, rate, free, slots) in open {
-        let left = limit - picked.len() as i64;
+        let left = limit - deliveries.len() as i64;
         if left <= 0 {
             break;
         }
@@ -214,13 +221,15 @@ pub(super) async fn claim_due(
         if take <= 0 {
             continue;
         }
-        let ids: Vec<String> = sqlx::query_scalar(due)
-            .bind(&endpoint_id)
+        let leased: Vec<Delivery> = sqlx::query_as(LEASE_DUE)
             .bind(now.millis())
+            .bind(lease_until.millis())
+            .bind(token)
+            .bind(&endpoint_id)
             .bind(take)
             .fetch_all(&mut *tx)
             .await?;
-        let n = ids.len() as i64;
+        let n = leased.len() as i64;
         // Every free slot taken: more may wait for one (or none did; the
         // wake-up that costs is one claim).
         held_back |= n >= slots;
@@ -235,29 +244,15 @@ pub(super) async fn claim_due(
                 .execute(&mut *tx)
                 .await?;
         }
-        picked.extend(ids);
+        deliveries.extend(leased);
     }
-    if picked.is_empty() {
+    if deliveries.is_empty() {
         tx.rollback().await?;
         return Ok(Claim {
             held_back,
             ..Claim::default()
         });
     }
-    let ids = placeholders(4, picked.len());
-    let lease = format!(
-        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-           claim_token = $3, updated_at = $1 \
-         WHERE state = 'pending' AND id IN ({ids}) RETURNING *"
-    );
-    let mut q = sqlx::query_as::<_, Delivery>(&lease)
-        .bind(now.millis())
-        .bind(lease_until.millis())
-        .bind(token);
-    for id in &picked {
-        q = q.bind(id);
-    }
-    let deliveries = q.fetch_all(&mut *tx).await?;
     tx.commit().await?;
     Ok(Claim {
         deliveries,
