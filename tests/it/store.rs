@@ -55,6 +55,19 @@ fn event(account_id: &str, id: &str, event_type: &str) -> NewEvent {
     }
 }
 
+/// `event` ingested at `now` for every endpoint that wants its type, with
+/// the usual retry window, no trace and no key.
+fn to_ingest(event: NewEvent, now: Timestamp) -> NewIngest {
+    NewIngest {
+        event,
+        only: None,
+        now,
+        give_up_at: now.plus(WINDOW),
+        traceparent: None,
+        key_id: None,
+    }
+}
+
 /// The account "acme" with one endpoint, `https://a.example/`, for the
 /// event types given (none: every type).
 async fn acme_with_an_endpoint(store: &Store, now: Timestamp, types: &[&str]) -> Account {
@@ -390,14 +403,7 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
         .await
         .unwrap()
         .id;
-    let item = |account: &str, id: &str| NewIngest {
-        event: event(account, id, "u"),
-        only: None,
-        now,
-        give_up_at: now.plus(WINDOW),
-        traceparent: None,
-        key_id: None,
-    };
+    let item = |account: &str, id: &str| to_ingest(event(account, id, "u"), now);
     let batch = [
         item(&globex.id, "g1"),
         item(&acme.id, "m1"),
@@ -475,12 +481,8 @@ async fn an_event_that_names_its_key_is_stored_only_while_the_key_is_active(stor
         .unwrap();
 
     let item = |id: &str, key: Option<&String>| NewIngest {
-        event: event(&acme.id, id, "t"),
-        only: None,
-        now,
-        give_up_at: now.plus(WINDOW),
-        traceparent: None,
         key_id: key.cloned(),
+        ..to_ingest(event(&acme.id, id, "t"), now)
     };
     let batch = [
         item("by-active", Some(&active)),
@@ -547,12 +549,8 @@ async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: St
         .unwrap();
 
     let item = |account: &str, id: &str, event_type: &str, only: Option<&str>| NewIngest {
-        event: event(account, id, event_type),
         only: only.map(str::to_owned),
-        now,
-        give_up_at: now.plus(WINDOW),
-        traceparent: None,
-        key_id: None,
+        ..to_ingest(event(account, id, event_type), now)
     };
     let batch = [
         item(&acme.id, "paid", "invoice.paid", None),
@@ -674,14 +672,7 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
         .unwrap();
     plant_fault(&store, &doomed.id).await;
     let ingester = Ingester::start(store.clone());
-    let item = |account: &str, id: &str| NewIngest {
-        event: event(account, id, "invoice.paid"),
-        only: None,
-        now,
-        give_up_at: now.plus(WINDOW),
-        traceparent: None,
-        key_id: None,
-    };
+    let item = |account: &str, id: &str| to_ingest(event(account, id, "invoice.paid"), now);
     // Polled together on one thread, all three are queued before the
     // writer runs: they form one group.
     let (a, b, c) = tokio::join!(
@@ -1040,13 +1031,9 @@ async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
     }
     let batch: Vec<NewIngest> = (0..3)
         .map(|i| NewIngest {
-            event: event(&acc.id, &format!("e{i}"), "invoice.paid"),
-            only: None,
-            now,
-            give_up_at: now.plus(WINDOW),
             traceparent: (i == 0)
                 .then(|| "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string()),
-            key_id: None,
+            ..to_ingest(event(&acc.id, &format!("e{i}"), "invoice.paid"), now)
         })
         .collect();
     for inserted in store.insert_events(&batch).await.unwrap() {
@@ -1335,14 +1322,7 @@ async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
     roomy.max_in_flight = 1000;
     store.create_endpoint(roomy, now).await.unwrap();
     let events: Vec<NewIngest> = (0..120)
-        .map(|i| NewIngest {
-            event: event(&acc.id, &format!("e{i}"), "t"),
-            only: None,
-            now,
-            give_up_at: now.plus(WINDOW),
-            traceparent: None,
-            key_id: None,
-        })
+        .map(|i| to_ingest(event(&acc.id, &format!("e{i}"), "t"), now))
         .collect();
     for inserted in store.insert_events(&events).await.unwrap() {
         inserted.unwrap();
