@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::{Delivery, DeliveryState};
+use super::{Delivery, DeliveryState, Result, StoreError};
 use crate::clock::Timestamp;
 
 /// What one attempt left behind, written together with the delivery's next state.
@@ -93,6 +93,19 @@ pub(super) fn distinct_runs(batch: &[Completion]) -> Vec<&[Completion]> {
         runs.push(&batch[start..]);
     }
     runs
+}
+
+/// Each result of `batch` answered, given the deliveries its write moved:
+/// the row it left behind, or its claim was lost. `batch` names each
+/// delivery once (`distinct_runs`).
+pub(super) fn answered(batch: &[Completion], moved: &HashSet<String>) -> Vec<Result<Delivery>> {
+    batch
+        .iter()
+        .map(|c| match moved.contains(&c.claimed.id) {
+            true => Ok(c.written_row()),
+            false => Err(StoreError::LostClaim(c.claimed.id.clone())),
+        })
+        .collect()
 }
 
 /// The delivery row a completion leaves behind.

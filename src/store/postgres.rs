@@ -13,7 +13,7 @@ use sqlx::{
 
 use super::{
     claim_rules::ClaimRules,
-    completion::{distinct_runs, Completion, Outcome},
+    completion::{answered, distinct_runs, Completion, Outcome},
     fan_outs::{FanOut, FanOuts},
     ingest::{self, NewIngest, Target},
     parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
@@ -250,14 +250,7 @@ async fn record_run(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Result<De
         .bind(column(&rows, |(c, _)| c.claimed.endpoint_id.clone()))
         .fetch_all(pool)
         .await?;
-    let written: std::collections::HashSet<String> = written.into_iter().collect();
-    Ok(batch
-        .iter()
-        .map(|c| match written.contains(&c.claimed.id) {
-            true => Ok(c.written_row()),
-            false => Err(StoreError::LostClaim(c.claimed.id.clone())),
-        })
-        .collect())
+    Ok(answered(batch, &written.into_iter().collect()))
 }
 
 /// `Store::insert_events` in one statement on one connection whatever the

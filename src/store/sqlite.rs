@@ -14,7 +14,7 @@ use sqlx::{
 
 use super::{
     claim_rules::ClaimRules,
-    completion::{distinct_runs, healthy_endpoints, Completion, Outcome},
+    completion::{answered, distinct_runs, healthy_endpoints, Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options,
     sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
@@ -284,10 +284,7 @@ pub(super) async fn complete_attempts(
             .filter(|c| moved.contains(&c.claimed.id))
             .collect();
         insert_attempts(&mut tx, &kept).await?;
-        answers.extend(chunk.iter().map(|c| match moved.contains(&c.claimed.id) {
-            true => Ok(c.written_row()),
-            false => Err(StoreError::LostClaim(c.claimed.id.clone())),
-        }));
+        answers.extend(answered(chunk, &moved));
         written.extend(kept);
     }
     for h in healthy_endpoints(&written) {
@@ -442,7 +439,7 @@ pub(super) async fn insert_events(
     // lost some asks which keys are revoked.
     let mut active = HashSet::new();
     if kept.len() == batch.len() {
-        active.extend(keys.iter().cloned());
+        active.extend(keys);
     } else {
         for chunk in keys.chunks(INSERT_CHUNK) {
             let sql = format!(
