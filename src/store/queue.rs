@@ -439,7 +439,7 @@ impl Store {
                     "SELECT d.id AS delivery_id, e.* FROM deliveries d \
                      JOIN events e ON e.account_id = d.account_id AND e.id = d.event_id \
                      WHERE d.id IN ({})",
-                    placeholders(1, claimed.len())
+                    sqlite::marks(claimed.len())
                 );
                 let mut q = sqlx::query_as::<_, WithDelivery>(&sql);
                 for d in claimed {
