@@ -386,7 +386,7 @@ impl Store {
     /// A 2xx: streaks reset, circuit closed, failing-since cleared, one
     /// success towards the in-flight cap's growth.
     pub async fn endpoint_succeeded(&self, id: &str, now: Timestamp) -> Result<()> {
-        on_writer!(self, |p| sqlx::query(ENDPOINT_SUCCEEDED)
+        on_writer!(self, |p| sqlx::query(ENDPOINT_SUCCEEDED.as_str())
             .bind(now.millis())
             .bind(id)
             .bind(1i64)

@@ -17,7 +17,7 @@ use super::{
     completion::{answered, distinct_runs, healthy_endpoints, Completion, Outcome},
     ingest::{self, NewIngest},
     parse_options,
-    sql::{placeholders, ENDPOINT_SUCCEEDED, SPEND_RATE, UNCLAIMED},
+    sql::{endpoint_succeeded_set, placeholders, SPEND_RATE, UNCLAIMED},
     Claim, Delivery, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -265,10 +265,12 @@ pub(super) async fn claim_due(
     })
 }
 
-/// `Store::complete_attempts` in statements of up to `INSERT_CHUNK` rows:
-/// a statement a row cost two round trips to sqlx's SQLite thread per
-/// delivery. A chunk names each delivery once (`distinct_runs`), so the
-/// ids its update returns say which of its results held their claims.
+/// `Store::complete_attempts` in commands of up to `INSERT_CHUNK`
+/// results, and one for the endpoints that delivered: each command is a
+/// round trip to sqlx's SQLite thread, and under load every round trip
+/// waits for the task that holds the one writer to be polled again. A
+/// chunk names each delivery once (`distinct_runs`), so the ids its
+/// update returns say which of its results held their claims.
 pub(super) async fn complete_attempts(
     writer: &SqlitePool,
     batch: &[Completion],
@@ -278,34 +280,54 @@ pub(super) async fn complete_attempts(
     let mut tx = writer.begin().await?;
     let runs = distinct_runs(batch);
     for chunk in runs.iter().flat_map(|run| run.chunks(INSERT_CHUNK)) {
-        let moved = move_on(&mut tx, chunk).await?;
-        let kept: Vec<&Completion> = chunk
-            .iter()
-            .filter(|c| moved.contains(&c.claimed.id))
-            .collect();
-        insert_attempts(&mut tx, &kept).await?;
+        let moved = record_chunk(&mut tx, chunk).await?;
+        written.extend(chunk.iter().filter(|c| moved.contains(&c.claimed.id)));
         answers.extend(answered(chunk, &moved));
-        written.extend(kept);
     }
-    for h in healthy_endpoints(&written) {
-        sqlx::query(ENDPOINT_SUCCEEDED)
-            .bind(h.at.millis())
-            .bind(h.endpoint_id)
-            .bind(h.delivered)
-            .bind(h.first_started)
-            .execute(&mut *tx)
-            .await?;
+    let healthy = healthy_endpoints(&written);
+    if !healthy.is_empty() {
+        let sql = format!(
+            "WITH h (id, at, delivered, first_started) AS (VALUES {}) \
+             UPDATE endpoints SET {} FROM h WHERE endpoints.id = h.id",
+            rows(healthy.len(), "(?, ?, ?, ?)"),
+            endpoint_succeeded_set("h.at", "h.delivered", "h.first_started")
+        );
+        let mut q = sqlx::query(&sql);
+        for h in healthy {
+            q = q
+                .bind(h.endpoint_id)
+                .bind(h.at.millis())
+                .bind(h.delivered)
+                .bind(h.first_started);
+        }
+        q.execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(answers)
 }
 
-/// Moves each delivery of `chunk` whose claim is still held to the state
-/// its result leaves; answers the ids it moved.
-async fn move_on(tx: &mut sqlx::SqliteConnection, chunk: &[Completion]) -> Result<HashSet<String>> {
+/// Writes the attempts of `chunk` whose claims are still held and moves
+/// their deliveries to the state each result leaves, in one command of
+/// two statements (the attempts first: both ask the same question of the
+/// rows before the update); answers the ids it moved.
+async fn record_chunk(
+    tx: &mut sqlx::SqliteConnection,
+    chunk: &[Completion],
+) -> Result<HashSet<String>> {
     let sql = format!(
-        "WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
-           AS (VALUES {}) \
+        "WITH r (delivery_id, token, attempt, started_at, duration_ms, request_headers, \
+             response_status, response_headers, response_body, error, classification, \
+             endpoint_id) AS (VALUES {0}) \
+         INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, request_headers, \
+           response_status, response_headers, response_body, error, classification, \
+           endpoint_id) \
+         SELECT r.delivery_id, r.attempt, r.started_at, r.duration_ms, r.request_headers, \
+           r.response_status, r.response_headers, r.response_body, r.error, \
+           r.classification, r.endpoint_id \
+         FROM r JOIN deliveries d ON d.id = r.delivery_id AND d.state = 'in_flight' \
+           AND d.claim_token = r.token; \
+         WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
+           AS (VALUES {1}) \
          UPDATE deliveries SET state = r.state, attempts = deliveries.attempts + r.counted, \
            attempt_seq = r.seq, next_attempt_at = r.next_at, {UNCLAIMED}, \
            last_status = r.status, last_response = r.body, last_error = r.error, \
@@ -313,9 +335,26 @@ async fn move_on(tx: &mut sqlx::SqliteConnection, chunk: &[Completion]) -> Resul
          FROM r WHERE deliveries.id = r.id AND deliveries.state = 'in_flight' \
            AND deliveries.claim_token = r.token \
          RETURNING id",
-        rows(chunk.len(), ROW_OF_11)
+        rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
     );
     let mut q = sqlx::query_scalar::<_, String>(&sql);
+    for c in chunk {
+        let (claimed, record) = (&c.claimed, &c.record);
+        q = q
+            .bind(&claimed.id)
+            .bind(&claimed.claim_token)
+            .bind(record.attempt)
+            .bind(record.started_at)
+            .bind(record.duration_ms)
+            .bind(&record.request_headers)
+            .bind(record.response_status)
+            .bind(&record.response_headers)
+            .bind(&record.response_body)
+            .bind(&record.error)
+            .bind(&record.classification)
+            .bind(&claimed.endpoint_id);
+    }
     for c in chunk {
         let (claimed, record) = (&c.claimed, &c.record);
         let Outcome {
@@ -340,44 +379,10 @@ async fn move_on(tx: &mut sqlx::SqliteConnection, chunk: &[Completion]) -> Resul
     Ok(q.fetch_all(&mut *tx).await?.into_iter().collect())
 }
 
-/// The attempt rows of `written`, in one statement.
-async fn insert_attempts(tx: &mut sqlx::SqliteConnection, written: &[&Completion]) -> Result<()> {
-    if written.is_empty() {
-        return Ok(());
-    }
-    let sql = format!(
-        "INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, request_headers, \
-           response_status, response_headers, response_body, error, classification, \
-           endpoint_id) VALUES {}",
-        rows(written.len(), ROW_OF_11)
-    );
-    let mut q = sqlx::query(&sql);
-    for c in written {
-        let (claimed, record) = (&c.claimed, &c.record);
-        q = q
-            .bind(&claimed.id)
-            .bind(record.attempt)
-            .bind(record.started_at)
-            .bind(record.duration_ms)
-            .bind(&record.request_headers)
-            .bind(record.response_status)
-            .bind(&record.response_headers)
-            .bind(&record.response_body)
-            .bind(&record.error)
-            .bind(&record.classification)
-            .bind(&claimed.endpoint_id);
-    }
-    q.execute(&mut *tx).await?;
-    Ok(())
-}
-
 /// Rows per multi-row INSERT: a statement each costs a round trip to
 /// sqlx's SQLite thread, and a fixed chunk keeps the statement cache to a
 /// few texts.
 const INSERT_CHUNK: usize = 50;
-
-/// A row of eleven values: a result's for `move_on`, an attempt's.
-const ROW_OF_11: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 
 /// `row` (a parenthesized list of `?`) `n` times, for a multi-row
 /// statement. Plain `?`, not `$N`: sqlx looks up each parameter's name
