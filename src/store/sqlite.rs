@@ -312,17 +312,23 @@ pub(super) async fn complete_attempts(
 }
 
 /// Writes the attempts of `chunk` whose claims are still held and moves
-/// their deliveries to the state each result leaves, in one command of
-/// two statements (the attempts first: both ask the same question of the
-/// rows before the update); answers the ids it moved.
+/// their deliveries to the state each result leaves, in one command:
+/// which claims are held, asked once and answered in one row (each row a
+/// statement answers is a wake-up of this task by sqlx's SQLite thread,
+/// and under load most of that thread's switches), then the attempts and
+/// the update, which ask the same of the same rows under the same lock.
+/// Answers the ids it moved.
 async fn record_chunk(
     tx: &mut sqlx::SqliteConnection,
     chunk: &[Completion],
 ) -> Result<HashSet<String>> {
     let sql = format!(
-        "WITH r (delivery_id, token, attempt, started_at, duration_ms, request_headers, \
+        "WITH r (id, token) AS (VALUES {0}) \
+         SELECT group_concat(d.id, ' ') FROM r JOIN deliveries d ON d.id = r.id \
+           AND d.state = 'in_flight' AND d.claim_token = r.token; \
+         WITH r (delivery_id, token, attempt, started_at, duration_ms, request_headers, \
              response_status, response_headers, response_body, error, classification, \
-             endpoint_id) AS (VALUES {0}) \
+             endpoint_id) AS (VALUES {1}) \
          INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, request_headers, \
            response_status, response_headers, response_body, error, classification, \
            endpoint_id) \
@@ -332,18 +338,21 @@ async fn record_chunk(
          FROM r JOIN deliveries d ON d.id = r.delivery_id AND d.state = 'in_flight' \
            AND d.claim_token = r.token; \
          WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
-           AS (VALUES {1}) \
+           AS (VALUES {2}) \
          UPDATE deliveries SET state = r.state, attempts = deliveries.attempts + r.counted, \
            attempt_seq = r.seq, next_attempt_at = r.next_at, {UNCLAIMED}, \
            last_status = r.status, last_response = r.body, last_error = r.error, \
            finished_at = r.finished_at, updated_at = r.at \
          FROM r WHERE deliveries.id = r.id AND deliveries.state = 'in_flight' \
-           AND deliveries.claim_token = r.token \
-         RETURNING id",
+           AND deliveries.claim_token = r.token",
+        rows(chunk.len(), "(?, ?)"),
         rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
     );
-    let mut q = sqlx::query_scalar::<_, String>(&sql);
+    let mut q = sqlx::query_scalar::<_, Option<String>>(&sql);
+    for c in chunk {
+        q = q.bind(&c.claimed.id).bind(&c.claimed.claim_token);
+    }
     for c in chunk {
         let (claimed, record) = (&c.claimed, &c.record);
         q = q
@@ -381,7 +390,13 @@ async fn record_chunk(
             .bind(finished_at)
             .bind(c.now.millis());
     }
-    Ok(q.fetch_all(&mut *tx).await?.into_iter().collect())
+    // All of it: a `fetch_one` would stop the command after its first row.
+    let held = q.fetch_all(&mut *tx).await?.into_iter().flatten().next();
+    Ok(held
+        .iter()
+        .flat_map(|ids| ids.split(' '))
+        .map(str::to_owned)
+        .collect())
 }
 
 /// Rows per multi-row INSERT: a statement each costs a round trip to
