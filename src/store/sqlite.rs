@@ -159,15 +159,43 @@ const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
      JOIN endpoints e ON e.id = d.endpoint_id \
      WHERE d.state = 'in_flight' AND e.host IS NOT NULL GROUP BY e.host";
 
-/// Leases endpoint `$4`'s oldest `$5` due deliveries to claim `$3` until
-/// `$2` (`$1` now), in the statement that finds them: a round trip to
-/// sqlx's SQLite thread less per claim than reading the ids first.
-const LEASE_DUE: &str = "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, \
-       lease_until = $2, claim_token = $3, updated_at = $1 \
-     WHERE id IN (SELECT id FROM deliveries \
-       WHERE endpoint_id = $4 AND state = 'pending' AND next_attempt_at <= $1 \
-       ORDER BY next_attempt_at, id LIMIT $5) \
-     RETURNING *";
+/// Most endpoints one lease statement names (SQLite allows 500 parts to
+/// a compound SELECT).
+const LEASE_ENDPOINTS: usize = 50;
+
+/// Leases each of `n` endpoints' oldest due deliveries, as many as it is
+/// given (endpoint `$4`, `$5` rows; `$6`, `$7`; …), to claim `$3` until
+/// `$2` (`$1` now), in the statement that finds them: one round trip to
+/// sqlx's SQLite thread for all of them.
+fn lease_due(n: usize) -> String {
+    let parts: Vec<String> = (0..n)
+        .map(|k| {
+            format!(
+                "SELECT id FROM (SELECT id FROM deliveries \
+                   WHERE endpoint_id = ${} AND state = 'pending' AND next_attempt_at <= $1 \
+                   ORDER BY next_attempt_at, id LIMIT ${})",
+                4 + 2 * k,
+                5 + 2 * k
+            )
+        })
+        .collect();
+    format!(
+        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
+           claim_token = $3, updated_at = $1 \
+         WHERE id IN ({}) RETURNING *",
+        parts.join(" UNION ALL ")
+    )
+}
+
+/// An endpoint a claim leases from: how many rows it asks for, within
+/// how many free slots.
+struct Take {
+    endpoint_id: String,
+    host: Option<String>,
+    rate: i64,
+    slots: i64,
+    take: i64,
+}
 
 /// The endpoints give their oldest due rows, the longest-waiting endpoint
 /// first, each as many as its free slots and what is left of `limit`
@@ -212,48 +240,83 @@ pub(super) async fn claim_due(
     };
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut held_back = false;
-    for (endpoint_id, host, rate, free, slots) in open {
-        let left = limit - deliveries.len() as i64;
-        if left <= 0 {
+    let mut unasked = open;
+    // Each round asks every endpoint it can for as many rows as it may
+    // start, as though each had that many due; one that had fewer leaves
+    // room to the endpoints the round could not ask (the claim's limit
+    // was spoken for, or their host's cap), which the next asks.
+    loop {
+        let mut left = limit - deliveries.len() as i64;
+        let mut round: Vec<Take> = Vec::new();
+        let mut later = Vec::new();
+        for (endpoint_id, host, rate, free, slots) in unasked {
+            let host_asked = rules.host_cap > 0
+                && host
+                    .as_ref()
+                    .is_some_and(|h| round.iter().any(|t| t.host.as_ref() == Some(h)));
+            if left <= 0 || round.len() == LEASE_ENDPOINTS || host_asked {
+                later.push((endpoint_id, host, rate, free, slots));
+                continue;
+            }
+            let host_free = match (&host, rules.host_cap > 0) {
+                (Some(h), true) => rules.host_cap - hosts.get(h).copied().unwrap_or(0),
+                _ => i64::MAX,
+            };
+            let slots = slots.min(host_free);
+            if slots <= 0 {
+                held_back = true;
+                continue;
+            }
+            let take = free.min(left).min(host_free);
+            if take <= 0 {
+                continue;
+            }
+            left -= take;
+            round.push(Take {
+                endpoint_id,
+                host,
+                rate,
+                slots,
+                take,
+            });
+        }
+        if round.is_empty() {
             break;
         }
-        let host_free = match (&host, rules.host_cap > 0) {
-            (Some(h), true) => rules.host_cap - hosts.get(h).copied().unwrap_or(0),
-            _ => i64::MAX,
-        };
-        let slots = slots.min(host_free);
-        if slots <= 0 {
-            held_back = true;
-            continue;
-        }
-        let take = free.min(left).min(host_free);
-        if take <= 0 {
-            continue;
-        }
-        let leased: Vec<Delivery> = sqlx::query_as(LEASE_DUE)
+        let sql = lease_due(round.len());
+        let mut q = sqlx::query_as::<_, Delivery>(&sql)
             .bind(now.millis())
             .bind(lease_until.millis())
-            .bind(token)
-            .bind(&endpoint_id)
-            .bind(take)
-            .fetch_all(&mut *tx)
-            .await?;
-        let n = leased.len() as i64;
-        // Every free slot taken: more may wait for one (or none did; the
-        // wake-up that costs is one claim).
-        held_back |= n >= slots;
-        if let (Some(h), true) = (host, rules.host_cap > 0) {
-            *hosts.entry(h).or_insert(0) += n;
+            .bind(token);
+        for t in &round {
+            q = q.bind(&t.endpoint_id).bind(t.take);
         }
-        if rate > 0 && n > 0 {
-            sqlx::query(SPEND_RATE)
-                .bind(format!("start:{endpoint_id}"))
-                .bind(window)
-                .bind(n)
-                .execute(&mut *tx)
-                .await?;
+        let leased = q.fetch_all(&mut *tx).await?;
+        for t in round {
+            let n = leased
+                .iter()
+                .filter(|d| d.endpoint_id == t.endpoint_id)
+                .count() as i64;
+            // Every free slot taken: more may wait for one (or none did;
+            // the wake-up that costs is one claim).
+            held_back |= n >= t.slots;
+            if let (Some(h), true) = (&t.host, rules.host_cap > 0) {
+                *hosts.entry(h.clone()).or_insert(0) += n;
+            }
+            if t.rate > 0 && n > 0 {
+                sqlx::query(SPEND_RATE)
+                    .bind(format!("start:{}", t.endpoint_id))
+                    .bind(window)
+                    .bind(n)
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         deliveries.extend(leased);
+        unasked = later;
+        if unasked.is_empty() {
+            break;
+        }
     }
     if deliveries.is_empty() {
         tx.rollback().await?;

@@ -33,6 +33,7 @@ on_both_backends!(
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
+    a_claim_fills_its_limit_past_endpoints_with_less_due,
     a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
     deliveries_move_through_their_states,
@@ -1013,6 +1014,77 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         "the host's slots, not the endpoint's, ran out"
     );
     assert_eq!(claim(100, rules).await, (1, false), "the last one");
+}
+
+/// An endpoint with fewer due than it may take leaves the rest of the
+/// claim to the endpoints after it, and so does a host's cap that an
+/// endpoint of the same host did not use up.
+async fn a_claim_fills_its_limit_past_endpoints_with_less_due(store: Store) {
+    let clock = TestClock::starting_now();
+    let start = clock.now();
+    let acc = store.create_account("acme", start).await.unwrap();
+    let endpoint = |url: &str, kind: &str| {
+        let e = new_endpoint(&acc.id, url, &[kind]);
+        let store = &store;
+        async move { store.create_endpoint(e, start).await.unwrap() }
+    };
+    let due = |kind: &'static str, n: usize, at: Timestamp| {
+        let (store, acc_id) = (&store, acc.id.clone());
+        async move {
+            for i in 0..n {
+                store
+                    .insert_event(
+                        event(&acc_id, &format!("{kind}{i}"), kind),
+                        at,
+                        at.plus(WINDOW),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let short = endpoint("https://short.example/", "short").await;
+    let long = endpoint("https://long.example/", "long").await;
+    // The short queue has waited longest, so it is asked first.
+    due("short", 2, start).await;
+    due("long", 8, start.plus(Duration::from_secs(1))).await;
+    clock.advance(Duration::from_secs(10));
+    let now = clock.now();
+    let lease = now.plus(Duration::from_secs(300));
+    let rules = dakghar::store::ClaimRules::default();
+    let claim = store.claim(now, lease, 6, rules).await.unwrap();
+    let taken = endpoints_of(&claim.deliveries);
+    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    assert_eq!(
+        (count(&short.id), count(&long.id)),
+        (2, 4),
+        "all the short queue had, the rest of the limit from the long one"
+    );
+
+    for id in [&short.id, &long.id] {
+        store
+            .set_endpoint_state(&acc.id, id, EndpointState::Paused, None, now)
+            .await
+            .unwrap();
+    }
+    let few = endpoint("https://shared.example/few", "few").await;
+    let many = endpoint("https://shared.example/many", "many").await;
+    due("few", 2, now.plus(Duration::from_secs(1))).await;
+    due("many", 8, now.plus(Duration::from_secs(2))).await;
+    clock.advance(Duration::from_secs(10));
+    let now = clock.now();
+    let host_cap = dakghar::store::ClaimRules {
+        host_cap: 5,
+        ..rules
+    };
+    let claim = store.claim(now, lease, 100, host_cap).await.unwrap();
+    let taken = endpoints_of(&claim.deliveries);
+    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    assert_eq!(
+        (count(&few.id), count(&many.id), claim.held_back),
+        (2, 3, true),
+        "the host's five slots: two to the first endpoint, what it left to the second"
+    );
 }
 
 async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
