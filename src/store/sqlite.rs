@@ -345,7 +345,11 @@ pub(super) async fn complete_attempts(
 ) -> Result<Vec<Result<Delivery>>> {
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
     let mut answers = Vec::with_capacity(batch.len());
-    let mut tx = writer.begin().await?;
+    // The write lock first: the command's first statement reads, and a
+    // read's snapshot that another process's commit has passed cannot
+    // become a write (SQLITE_BUSY_SNAPSHOT, at once, whatever the busy
+    // timeout).
+    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
     let runs = distinct_runs(batch);
     for chunk in runs.iter().flat_map(|run| run.chunks(INSERT_CHUNK)) {
         let moved = record_chunk(&mut tx, chunk).await?;

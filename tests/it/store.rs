@@ -2045,3 +2045,65 @@ async fn a_claim_leaves_its_connection_committing_durably() {
     store.close().await;
     db.finish().await;
 }
+
+/// Another process holds the SQLite file's write lock and commits while a
+/// batch of results waits for it: the batch is written once the lock is
+/// free (its transaction must take the lock before it reads anything, or
+/// the read's snapshot goes stale under it).
+#[tokio::test]
+async fn results_wait_out_another_process_writing_the_file() {
+    use sqlx::Connection;
+    let db = crate::helpers::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .insert_event(event(&acc.id, "e1", "t"), now, now.plus(WINDOW))
+        .await
+        .unwrap();
+    let lease = now.plus(Duration::from_secs(300));
+    let claimed = store
+        .claim_due(now, lease, 10, dakghar::store::ClaimRules::default())
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+
+    let mut other = sqlx::SqliteConnection::connect(&db.process_url())
+        .await
+        .unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE accounts SET name = 'acme, renamed' WHERE id = $1")
+        .bind(&acc.id)
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let completion = dakghar::store::Completion {
+        claimed: claimed[0].clone(),
+        record: record(1, Some(200)),
+        transition: Transition::Delivered,
+        now,
+    };
+    let writing = tokio::spawn({
+        let store = store.clone();
+        async move { store.complete_attempts(&[completion]).await }
+    });
+    // Long enough for the batch to reach the lock (it waits up to the
+    // busy timeout, 3 s); the commit then lands while it waits.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("COMMIT").execute(&mut other).await.unwrap();
+    let answers = writing.await.unwrap().expect("the batch was written");
+    let delivered = answers.into_iter().next().unwrap().unwrap();
+    assert_eq!(delivered.state(), Some(DeliveryState::Delivered));
+    assert_eq!(
+        store.deliveries_of_events(&acc.id, &["e1"]).await.unwrap()[0].state(),
+        Some(DeliveryState::Delivered)
+    );
+}
