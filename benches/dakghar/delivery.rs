@@ -23,6 +23,8 @@ use crate::{
 
 pub struct Figures {
     pub idle_mib: f64,
+    /// The idle resident set's anonymous memory and file pages.
+    pub idle_split_mib: (f64, f64),
     pub per_request: PerRequest,
     pub queued_mib: f64,
     pub in_flight_seen: usize,
@@ -163,6 +165,7 @@ pub async fn run(
     let node = Server::start(&db.child_url, &["--workers", "10"], dir).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (idle_mib, _) = node.memory();
+    let idle_split_mib = node.rss_split();
     let per_request = per_request(&node).await;
     eprintln!(
         "  idle RSS {idle_mib:.1} MiB; server CPU a request {:.0} µs on a new connection, {:.0} µs kept alive; queueing {events} events",
@@ -210,6 +213,7 @@ pub async fn run(
     db.finish().await;
     Figures {
         idle_mib,
+        idle_split_mib,
         per_request,
         queued_mib,
         in_flight_seen,

@@ -80,17 +80,26 @@ impl Server {
 
     /// Resident and peak resident memory, in MiB, from /proc.
     pub fn memory(&self) -> (f64, f64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-                .unwrap_or(0.0)
-                / 1024.0
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        (self.status_mib("VmRSS:"), self.status_mib("VmHWM:"))
+    }
+
+    /// The resident set's anonymous memory and file pages, MiB. The file
+    /// part (mostly the binary's own code) follows the page cache: a
+    /// binary just built or copied is wholly cached and the kernel maps
+    /// more of it around each page start-up touches.
+    pub fn rss_split(&self) -> (f64, f64) {
+        (self.status_mib("RssAnon:"), self.status_mib("RssFile:"))
+    }
+
+    /// A `/proc/<pid>/status` field given in kB, in MiB (0 if absent).
+    fn status_mib(&self, name: &str) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
     }
 
     /// SIGTERM, then waits for the graceful exit.
