@@ -337,8 +337,8 @@ pub(super) async fn claim_due(
 /// results, and one for the endpoints that delivered: each command is a
 /// round trip to sqlx's SQLite thread, and under load every round trip
 /// waits for the task that holds the one writer to be polled again. A
-/// chunk names each delivery once (`distinct_runs`), so the ids its
-/// update returns say which of its results held their claims.
+/// chunk names each delivery once (`distinct_runs`), so the held ids its
+/// command answers say which of its results held their claims.
 pub(super) async fn complete_attempts(
     writer: &SqlitePool,
     batch: &[Completion],

@@ -2006,17 +2006,9 @@ async fn a_claim_sends_each_endpoint_along_once() {
     db.finish().await;
 }
 
-/// A claim commits without waiting for the WAL flush (a claim lost to a
-/// database crash hands its delivery back, as a lapsed lease does), and
-/// that setting ends with the claim: the pooled connection it leaves
-/// behind waits for the flush again, as the next ingest on it must.
-#[tokio::test]
-#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
-async fn a_claim_leaves_its_connection_committing_durably() {
-    let db = crate::helpers::TestDb::postgres().await;
-    let store = db.postgres_store_of_one_connection().await.unwrap();
-    let clock = TestClock::starting_now();
-    let now = clock.now();
+/// An account with one endpoint and one event, its delivery claimed at
+/// `now`.
+async fn one_claimed_delivery(store: &Store, now: Timestamp) -> (Account, Delivery) {
     let acc = store.create_account("acme", now).await.unwrap();
     store
         .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
@@ -2027,11 +2019,25 @@ async fn a_claim_leaves_its_connection_committing_durably() {
         .await
         .unwrap();
     let lease = now.plus(Duration::from_secs(300));
-    let claimed = store
+    let mut claimed = store
         .claim_due(now, lease, 10, dakghar::store::ClaimRules::default())
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "the claim took the delivery");
+    (acc, claimed.remove(0))
+}
+
+/// A claim commits without waiting for the WAL flush (a claim lost to a
+/// database crash hands its delivery back, as a lapsed lease does), and
+/// that setting ends with the claim: the pooled connection it leaves
+/// behind waits for the flush again, as the next ingest on it must.
+#[tokio::test]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_claim_leaves_its_connection_committing_durably() {
+    let db = crate::helpers::TestDb::postgres().await;
+    let store = db.postgres_store_of_one_connection().await.unwrap();
+    let now = TestClock::starting_now().now();
+    one_claimed_delivery(&store, now).await;
     store
         .execute_script(
             "DO $$ BEGIN \
@@ -2055,23 +2061,8 @@ async fn results_wait_out_another_process_writing_the_file() {
     use sqlx::Connection;
     let db = crate::helpers::TestDb::sqlite().await;
     let store = db.store.clone();
-    let clock = TestClock::starting_now();
-    let now = clock.now();
-    let acc = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
-    store
-        .insert_event(event(&acc.id, "e1", "t"), now, now.plus(WINDOW))
-        .await
-        .unwrap();
-    let lease = now.plus(Duration::from_secs(300));
-    let claimed = store
-        .claim_due(now, lease, 10, dakghar::store::ClaimRules::default())
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 1);
+    let now = TestClock::starting_now().now();
+    let (acc, claimed) = one_claimed_delivery(&store, now).await;
 
     let mut other = sqlx::SqliteConnection::connect(&db.process_url())
         .await
@@ -2086,7 +2077,7 @@ async fn results_wait_out_another_process_writing_the_file() {
         .await
         .unwrap();
     let completion = dakghar::store::Completion {
-        claimed: claimed[0].clone(),
+        claimed,
         record: record(1, Some(200)),
         transition: Transition::Delivered,
         now,
