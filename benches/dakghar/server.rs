@@ -80,7 +80,7 @@ impl Server {
 
     /// Resident and peak resident memory, in MiB, from /proc.
     pub fn memory(&self) -> (f64, f64) {
-        (self.status_mib("VmRSS:"), self.status_mib("VmHWM:"))
+        self.status_mib(["VmRSS:", "VmHWM:"])
     }
 
     /// The resident set's anonymous memory and file pages, MiB. The file
@@ -88,18 +88,23 @@ impl Server {
     /// binary just built or copied is wholly cached and the kernel maps
     /// more of it around each page start-up touches.
     pub fn rss_split(&self) -> (f64, f64) {
-        (self.status_mib("RssAnon:"), self.status_mib("RssFile:"))
+        self.status_mib(["RssAnon:", "RssFile:"])
     }
 
-    /// A `/proc/<pid>/status` field given in kB, in MiB (0 if absent).
-    fn status_mib(&self, name: &str) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-            / 1024.0
+    /// Two `/proc/<pid>/status` fields given in kB, in MiB (0 if absent),
+    /// from one read of the file.
+    fn status_mib(&self, names: [&str; 2]) -> (f64, f64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+                .unwrap_or(0.0)
+                / 1024.0
+        };
+        (field(names[0]), field(names[1]))
     }
 
     /// SIGTERM, then waits for the graceful exit.
