@@ -29,6 +29,9 @@ pub struct Store {
     pool: Pool,
     /// SQLite only: the one connection the delivery path writes through.
     writer: Option<SqlitePool>,
+    /// SQLite only: claims take turns here before they queue for the
+    /// writer (`Store::claim`).
+    claim_turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// The Postgres schema this store lives in (tests get one each).
     pg_schema: Option<String>,
     /// Seals endpoint secrets; without it no endpoint can be written or read.

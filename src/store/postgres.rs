@@ -82,6 +82,7 @@ pub async fn connect_pooled(
     Ok(Store {
         pool: Pool::Postgres(pool),
         writer: None,
+        claim_turn: None,
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,

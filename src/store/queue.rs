@@ -79,6 +79,16 @@ impl Store {
         let mut claim = match &self.pool {
             Pool::Sqlite(reader) => {
                 let writer = self.writer.as_ref().unwrap_or(reader);
+                // One claim at a time in the writer's queue. With a claim
+                // queued per loop, claims took most of the writer's turns
+                // under load, each leasing the few rows that came due since
+                // the last and paying a claim's fixed cost (its slot count,
+                // its commit) again; one at a time, a claim leases what
+                // came due while it waited.
+                let _turn = match &self.claim_turn {
+                    Some(turn) => Some(turn.lock().await),
+                    None => None,
+                };
                 sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
             }
             Pool::Postgres(p) => {

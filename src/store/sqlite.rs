@@ -73,6 +73,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     Ok(Store {
         pool: Pool::Sqlite(pool),
         writer: Some(writer),
+        claim_turn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(()))),
         pg_schema: None,
         secrets: None,
         node: None,
