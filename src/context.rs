@@ -57,8 +57,25 @@ impl Ctx {
     }
 }
 
-#[derive(Clone, FromRef)]
+/// Cloned for every request (axum's `State` extractor, in each layer that
+/// takes it), so it holds two `Arc`s: with `LeptosOptions` inline, its
+/// half-dozen `Arc<str>` were counted up and down per request, and
+/// dropping them was the API path's top symbol in `perf`.
+#[derive(Clone)]
 pub struct AppState {
-    pub leptos_options: LeptosOptions,
+    pub leptos_options: Arc<LeptosOptions>,
     pub ctx: Arc<Ctx>,
+}
+
+/// leptos_axum's page routes take the options by value: only they clone.
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        LeptosOptions::clone(&state.leptos_options)
+    }
+}
+
+impl FromRef<AppState> for Arc<Ctx> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.ctx)
+    }
 }

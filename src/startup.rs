@@ -123,7 +123,7 @@ impl Application {
             .transpose()
             .map_err(BuildError::Mail)?;
         let state = AppState {
-            leptos_options,
+            leptos_options: Arc::new(leptos_options),
             ctx: Arc::new(Ctx {
                 ingester: crate::store::Ingester::start(store.clone()),
                 store,

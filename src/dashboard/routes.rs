@@ -53,7 +53,7 @@ pub fn routes(
             },
             move || {
                 provide_context(shell_brand.clone());
-                shell(options.clone())
+                shell(LeptosOptions::clone(&options))
             },
         )
         .fallback(move |State(state): State<AppState>, req: Request<Body>| {
@@ -87,7 +87,7 @@ async fn site_file_or_not_found(
             provide_context(brand.clone());
             protect::set_page_policy();
         },
-        move || shell(options.clone()),
+        move || shell(LeptosOptions::clone(&options)),
     );
     let mut response = page(req).await;
     *response.status_mut() = StatusCode::NOT_FOUND;
