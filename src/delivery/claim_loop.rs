@@ -4,9 +4,12 @@
 //! fault of ours interrupted goes back, and at shutdown what outlasts the
 //! grace period. `tick` is one round by hand, for tests.
 
-use std::sync::{
-    atomic::{AtomicUsize, Ordering},
-    Arc,
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
 };
 
 use tokio::{sync::OwnedSemaphorePermit, task::JoinHandle};
@@ -19,7 +22,7 @@ use super::{
 };
 use opentelemetry::trace::SpanKind;
 
-use crate::store::{Delivery, Event, StoreError};
+use crate::store::{Delivery, Endpoint, Event, StoreError};
 
 /// A claimed batch: each delivery with its attempt (none when there is
 /// nothing to send: its endpoint deleted meanwhile, or a fault of ours
@@ -59,6 +62,12 @@ impl Engine {
             }
         };
         let claimed_count = claimed.len();
+        // Shared by the batch's attempts, not copied into each (a dozen
+        // strings an endpoint).
+        let endpoints: HashMap<String, Arc<Endpoint>> = std::mem::take(&mut inputs.endpoints)
+            .into_iter()
+            .map(|(id, endpoint)| (id, Arc::new(endpoint)))
+            .collect();
         let mut handles = Vec::with_capacity(claimed.len());
         for delivery in claimed {
             // A fault of ours that holds this delivery alone: it backs off,
@@ -74,7 +83,7 @@ impl Engine {
             }
             // Deleting an endpoint deletes its deliveries: nothing to send.
             let (Some(endpoint), Some(event)) = (
-                inputs.endpoints.get(&delivery.endpoint_id).cloned(),
+                endpoints.get(&delivery.endpoint_id).cloned(),
                 inputs.events.remove(&delivery.id),
             ) else {
                 handles.push((delivery, None));
