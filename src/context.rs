@@ -60,7 +60,8 @@ impl Ctx {
 /// Cloned for every request (axum's `State` extractor, in each layer that
 /// takes it), so it holds two `Arc`s: with `LeptosOptions` inline, its
 /// half-dozen `Arc<str>` were counted up and down per request, and
-/// dropping them was the API path's top symbol in `perf`.
+/// dropping them was the top symbol of the server's runtime threads in
+/// `perf` over the engine bench.
 #[derive(Clone)]
 pub struct AppState {
     pub leptos_options: Arc<LeptosOptions>,
