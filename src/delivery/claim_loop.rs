@@ -215,7 +215,13 @@ impl Engine {
         let batch = batch_permits(&self.settings);
         // Claim in chunks even when the room comes back a delivery at a
         // time: every claim is a transaction, and locks its endpoints.
-        let chunk = (batch / 4).clamp(1, self.room_size());
+        // A whole batch when the room allows: under the mixed load on
+        // SQLite, claims of a quarter batch took the writer's turns from
+        // results (bench: the delivery rate beside 1 000 events/s ingested
+        // 6 879-7 700 -> 7 541-8 508/s). At most a quarter of the room, so
+        // that a node of one or two loops need not wait for most of its
+        // attempts to end before it claims again.
+        let chunk = batch.min(self.room_size() / 4).max(1);
         while !shutdown.is_cancelled() {
             let notified = self.wake.notified();
             let mut permit = tokio::select! {
