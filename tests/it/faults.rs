@@ -180,17 +180,7 @@ async fn ten_seconds_without_the_database_lose_nothing(db: &TestDb) {
             proxy.cut();
             None
         }
-        None => {
-            use sqlx::Connection;
-            let mut conn = sqlx::SqliteConnection::connect(&db.process_url())
-                .await
-                .unwrap();
-            sqlx::query("BEGIN EXCLUSIVE")
-                .execute(&mut conn)
-                .await
-                .unwrap();
-            Some(conn)
-        }
+        None => Some(db.another_process_locking("BEGIN EXCLUSIVE").await),
     };
     let http = reqwest::Client::new();
     let res = http

@@ -183,6 +183,19 @@ impl TestDb {
         }
     }
 
+    /// SQLite only: a connection to the file as another process would
+    /// open it, holding the write lock `begin` takes (`BEGIN IMMEDIATE`,
+    /// `BEGIN EXCLUSIVE`) until it commits or is dropped.
+    #[allow(dead_code)]
+    pub async fn another_process_locking(&self, begin: &str) -> sqlx::SqliteConnection {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&self.process_url())
+            .await
+            .unwrap();
+        sqlx::query(begin).execute(&mut conn).await.unwrap();
+        conn
+    }
+
     /// Postgres only: the address of the database server.
     #[allow(dead_code)]
     pub async fn postgres_addr(&self) -> Option<SocketAddr> {

@@ -2058,19 +2058,12 @@ async fn a_claim_leaves_its_connection_committing_durably() {
 /// the read's snapshot goes stale under it).
 #[tokio::test]
 async fn results_wait_out_another_process_writing_the_file() {
-    use sqlx::Connection;
     let db = crate::helpers::TestDb::sqlite().await;
     let store = db.store.clone();
     let now = TestClock::starting_now().now();
     let (acc, claimed) = one_claimed_delivery(&store, now).await;
 
-    let mut other = sqlx::SqliteConnection::connect(&db.process_url())
-        .await
-        .unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut other)
-        .await
-        .unwrap();
+    let mut other = db.another_process_locking("BEGIN IMMEDIATE").await;
     sqlx::query("UPDATE accounts SET name = 'acme, renamed' WHERE id = $1")
         .bind(&acc.id)
         .execute(&mut other)
