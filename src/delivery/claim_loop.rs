@@ -22,7 +22,10 @@ use super::{
 };
 use opentelemetry::trace::SpanKind;
 
-use crate::store::{Delivery, Endpoint, Event, StoreError};
+use crate::{
+    clock::Timestamp,
+    store::{Delivery, Endpoint, Event, ReadAlong, StoreError},
+};
 
 /// A claimed batch: each delivery with its attempt (none when there is
 /// nothing to send: its endpoint deleted meanwhile, or a fault of ours
@@ -52,6 +55,19 @@ impl Engine {
         if held_back {
             self.held_back.store(true, Ordering::Release);
         }
+        self.start_attempts(now, claimed, read_along, claim_started)
+            .await
+    }
+
+    /// Starts the attempts of what was just claimed (by a claim loop, or
+    /// by an ingest group for this node's workers).
+    pub(super) async fn start_attempts(
+        self: &Arc<Self>,
+        now: Timestamp,
+        claimed: Vec<Delivery>,
+        read_along: ReadAlong,
+        claim_started: std::time::SystemTime,
+    ) -> Result<Round, DeliveryError> {
         let mut inputs = match self.store.batch_inputs(&claimed, read_along).await {
             Ok(inputs) => inputs,
             Err(e) => {
@@ -130,6 +146,17 @@ impl Engine {
         let trace = span.traceparent();
         span.end();
         Some(trace)
+    }
+
+    /// `settle`, then wakes a loop if a claim held work back: the round's
+    /// in-flight slots are free again, so that work can go now. Waking
+    /// every time cost a claim that mostly found nothing (issue 16); the
+    /// claim it wakes sets the flag again if work is still held.
+    pub(super) async fn settle_and_wake(&self, round: Round, room: Option<OwnedSemaphorePermit>) {
+        self.settle(round, room).await;
+        if self.held_back.swap(false, Ordering::AcqRel) {
+            self.wake.notify_one();
+        }
     }
 
     /// Waits for a round's attempts and hands back what a fault of ours
@@ -244,17 +271,7 @@ impl Engine {
                     // What was claimed keeps its permits until it settles.
                     let kept = permit.split(round.len());
                     let engine = Arc::clone(&self);
-                    tokio::spawn(async move {
-                        engine.settle(round, kept).await;
-                        // Its in-flight slots are free again: work a claim
-                        // held back for want of them can go now. Waking
-                        // every time cost a claim that mostly found
-                        // nothing (issue 16); the claim it wakes sets the
-                        // flag again if work is still held.
-                        if engine.held_back.swap(false, Ordering::AcqRel) {
-                            engine.wake.notify_one();
-                        }
-                    });
+                    tokio::spawn(async move { engine.settle_and_wake(round, kept).await });
                     // A short claim took all there was; a full one may
                     // have left more behind.
                     if full {

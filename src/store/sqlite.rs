@@ -213,7 +213,6 @@ pub(super) async fn claim_due(
     rules: ClaimRules,
     token: &str,
 ) -> Result<Claim> {
-    let window = rules.rate_window(now);
     // Most polls and wakes find nothing due: learn that from a plain read
     // before taking the one writer. (On Postgres the same probe measured
     // slower than just claiming.)
@@ -224,6 +223,27 @@ pub(super) async fn claim_due(
         });
     }
     let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    let claim = lease_due_within_rules(&mut tx, now, lease_until, limit, rules, token).await?;
+    if claim.deliveries.is_empty() {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+    }
+    Ok(claim)
+}
+
+/// The claim itself, in the caller's transaction, which holds the write
+/// lock: the rows leased within every endpoint's slots, rate and circuit
+/// and every host's cap, longest-waiting endpoint first.
+async fn lease_due_within_rules(
+    tx: &mut sqlx::SqliteConnection,
+    now: Timestamp,
+    lease_until: Timestamp,
+    limit: i64,
+    rules: ClaimRules,
+    token: &str,
+) -> Result<Claim> {
+    let window = rules.rate_window(now);
     let open: Vec<(String, Option<String>, i64, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
         .bind(now.millis())
         .bind(rules.default_rate)
@@ -319,14 +339,6 @@ pub(super) async fn claim_due(
             break;
         }
     }
-    if deliveries.is_empty() {
-        tx.rollback().await?;
-        return Ok(Claim {
-            held_back,
-            ..Claim::default()
-        });
-    }
-    tx.commit().await?;
     Ok(Claim {
         deliveries,
         held_back,
