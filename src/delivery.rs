@@ -17,6 +17,7 @@ pub mod decision;
 pub mod endpoint_health;
 pub mod engine;
 pub mod error;
+mod leased_at_ingest;
 pub mod recorder;
 pub mod request;
 pub mod retry_after;

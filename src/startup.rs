@@ -125,7 +125,10 @@ impl Application {
         let state = AppState {
             leptos_options: Arc::new(leptos_options),
             ctx: Arc::new(Ctx {
-                ingester: crate::store::Ingester::start(store.clone()),
+                ingester: crate::store::Ingester::start(
+                    store.clone(),
+                    Some(Arc::clone(&engine) as Arc<dyn crate::store::Workers>),
+                ),
                 store,
                 clock,
                 config,

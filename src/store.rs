@@ -116,7 +116,7 @@ pub use error::{Result, StoreError};
 pub use events::{AnswerFilter, EventFilter, EventPage, InsertedEvent, NewEvent};
 pub use group_commit::{GroupCommit, Linger};
 pub use health::{Health, LastAttempt, Latency, WindowStats};
-pub use ingest::{Ingester, NewIngest};
+pub use ingest::{Ingester, LeaseOffer, LeaseTerms, NewIngest, Workers};
 pub use key_cache::KeyCache;
 pub use key_uses::KeyUses;
 pub use keys::KeyHolder;

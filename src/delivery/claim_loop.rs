@@ -306,6 +306,7 @@ impl Engine {
     /// still running after it goes back to `pending` uncounted.
     pub fn spawn(self: &Arc<Self>, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
         let engine = Arc::clone(self);
+        engine.accepting.store(true, Ordering::Release);
         tokio::spawn(async move {
             let mut loops = tokio::task::JoinSet::new();
             let workers = engine.settings.workers.max(1);
@@ -317,6 +318,7 @@ impl Engine {
             }
             let listening = tokio::spawn(Arc::clone(&engine).listen(shutdown.clone()));
             shutdown.cancelled().await;
+            engine.accepting.store(false, Ordering::Release);
             let grace = engine.settings.shutdown_grace;
             let drained = tokio::time::timeout(grace, async {
                 while loops.join_next().await.is_some() {}

@@ -56,6 +56,9 @@ pub struct Engine {
     /// that frees an endpoint's slot need not be the one whose claim
     /// found it full.
     pub(super) held_back: AtomicBool,
+    /// The claim loops run (from `spawn` until shutdown): ingest groups
+    /// may lease for them (`store::Workers`).
+    pub(super) accepting: AtomicBool,
     /// This engine's name in work announcements, to skip its own.
     node_id: String,
     /// An announcement is queued and not yet sent: later events ride on it.
@@ -105,6 +108,7 @@ impl Engine {
             settings,
             wake: Arc::new(Notify::new()),
             held_back: AtomicBool::new(false),
+            accepting: AtomicBool::new(false),
             node_id: crate::ids::random_token(16),
             announcing: Arc::new(AtomicBool::new(false)),
             listening: AtomicBool::new(false),

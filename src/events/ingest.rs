@@ -9,7 +9,7 @@ use crate::{
     clock::Timestamp,
     context::Ctx,
     error::{Error, Result},
-    store::{Delivery, NewEvent, NewIngest, StoreError},
+    store::{Delivery, DeliveryState, NewEvent, NewIngest, StoreError},
     telemetry::Span,
 };
 
@@ -87,7 +87,14 @@ async fn store(
         crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;
     match inserted {
         Ok(inserted) => {
-            ctx.engine.wake().await;
+            // What its group leased is this node's workers' already.
+            if inserted
+                .deliveries
+                .iter()
+                .any(|d| d.state == DeliveryState::Pending)
+            {
+                ctx.engine.wake().await;
+            }
             Ok(Ingested {
                 deliveries: inserted.deliveries,
                 created: true,

@@ -4,11 +4,15 @@
 //! (`postgres.rs` as arrays, `sqlite.rs` in multi-row statements); what is
 //! new and where it goes is decided here, once.
 
-use std::{borrow::Borrow, collections::HashSet};
+use std::{
+    borrow::Borrow,
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use super::{
-    group_commit::GroupCommit, Delivery, DeliveryState, Event, InsertedEvent, NewEvent, Result,
-    Store, StoreError,
+    claim_rules::ClaimRules, group_commit::GroupCommit, Claim, Delivery, DeliveryState, Event,
+    InsertedEvent, NewEvent, Result, Store, StoreError,
 };
 use crate::{clock::Timestamp, ids};
 
@@ -209,9 +213,44 @@ const MAX_GROUP: usize = 256;
 #[derive(Debug, Clone)]
 pub struct Ingester(GroupCommit<NewIngest, InsertedEvent>);
 
+/// This node's workers, as an ingest group sees them: on SQLite the
+/// group's own transaction leases what it made due and hands it to them.
+/// Otherwise each group's commit woke a claim loop whose claim was one
+/// more transaction for the one writer, about one an event at low load,
+/// and the first attempt waited for it.
+pub trait Workers: Send + Sync {
+    /// Room for the deliveries a group makes, and the terms of their
+    /// lease; `None` when the workers are stopped or their room is full.
+    fn offer(&self) -> Option<LeaseOffer>;
+    /// What the group leased, committed: the workers attempt it. The
+    /// offer's room it did not use goes back.
+    fn take(self: Arc<Self>, leased: Claim, offer: LeaseOffer);
+}
+
+/// Room in a node's workers for deliveries an ingest group leases.
+#[derive(Debug)]
+pub struct LeaseOffer {
+    pub terms: LeaseTerms,
+    /// A permit of the node's room per delivery the group may lease.
+    pub room: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// What an ingest group may lease, as a claim would at `now`: at most
+/// `limit` due deliveries, and never more than the group made.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTerms {
+    pub now: Timestamp,
+    pub lease_until: Timestamp,
+    pub limit: i64,
+    pub rules: ClaimRules,
+}
+
 impl Ingester {
     /// Starts the writer task; it ends once every `Ingester` is dropped.
-    pub fn start(store: Store) -> Ingester {
+    /// `workers`, if given, are this node's, running: where the store can
+    /// (SQLite), each group leases for them.
+    pub fn start(store: Store, workers: Option<Arc<dyn Workers>>) -> Ingester {
+        let workers = workers.filter(|_| store.leases_at_ingest());
         // No linger: the producer waits for the commit, and so does the
         // first attempt.
         Ingester(GroupCommit::start(
@@ -219,8 +258,19 @@ impl Ingester {
             None,
             "events",
             Box::new(move |group| {
-                let store = store.clone();
-                Box::pin(async move { store.insert_events(group).await })
+                let (store, workers) = (store.clone(), workers.clone());
+                Box::pin(async move {
+                    let Some(workers) = workers else {
+                        return store.insert_events(group).await;
+                    };
+                    let offer = workers.offer();
+                    let terms = offer.as_ref().map(|o| o.terms);
+                    let (inserted, leased) = store.insert_events_leasing(group, terms).await?;
+                    if let Some(offer) = offer {
+                        workers.take(leased, offer);
+                    }
+                    Ok(inserted)
+                })
             }),
         ))
     }
@@ -233,5 +283,28 @@ impl Ingester {
             .write(new)
             .await
             .unwrap_or(Err(StoreError::Database(sqlx::Error::PoolClosed)))
+    }
+}
+
+/// What a group leased, told to its answers and its claim: each delivery
+/// of the group it leased is in flight in the answer, and the event of
+/// each is in hand for the attempt (`ReadAlong`). A leased delivery the
+/// group did not make (an older one was due first) is read as usual.
+pub(super) fn leased_in_group(inserted: &mut [Result<InsertedEvent>], claim: &mut Claim) {
+    let leased: HashMap<&str, &Delivery> = claim
+        .deliveries
+        .iter()
+        .map(|d| (d.id.as_str(), d))
+        .collect();
+    for i in inserted.iter_mut().flatten() {
+        for d in &mut i.deliveries {
+            if let Some(held) = leased.get(d.id.as_str()) {
+                *d = Delivery::clone(held);
+                claim
+                    .read_along
+                    .events
+                    .insert(d.id.clone(), i.event.clone());
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ use super::{
     claim_rules::ClaimRules,
     completion::{AttemptRecord, Completion, Transition},
     error::retry_moved,
-    ingest::NewIngest,
+    ingest::{LeaseTerms, NewIngest},
     postgres,
     sql::{placeholders, UNCLAIMED},
     sqlite, Claim, Delivery, DeliveryState, Endpoint, Event, InsertedEvent, Pool, ReadAlong,
@@ -40,15 +40,43 @@ impl Store {
     /// `Conflict` and leaves nothing behind. An `Err` of the whole call
     /// means nothing of the batch was written.
     pub async fn insert_events(&self, batch: &[NewIngest]) -> Result<Vec<Result<InsertedEvent>>> {
+        Ok(self.insert_events_leasing(batch, None).await?.0)
+    }
+
+    /// Whether `insert_events_leasing` leases (SQLite). Postgres's claim
+    /// is one statement that reads its inputs along; there the group
+    /// leases nothing and the workers claim as before.
+    pub fn leases_at_ingest(&self) -> bool {
+        matches!(self.pool, Pool::Sqlite(_))
+    }
+
+    /// `insert_events`, and in the same transaction (SQLite) a claim of
+    /// the due deliveries `lease` allows, at most as many as the batch
+    /// made: the claim's rules hold as in `claim`. Each delivery of the
+    /// batch it leased is in flight in the answers.
+    pub async fn insert_events_leasing(
+        &self,
+        batch: &[NewIngest],
+        lease: Option<LeaseTerms>,
+    ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
         if batch.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Claim::default()));
         }
-        match (&self.pool, &self.writer) {
-            (Pool::Postgres(p), _) => postgres::insert_events(p, &self.fan_outs, batch).await,
+        let (mut inserted, mut claim) = match (&self.pool, &self.writer) {
+            (Pool::Postgres(p), _) => (
+                postgres::insert_events(p, &self.fan_outs, batch).await?,
+                Claim::default(),
+            ),
             (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
-                sqlite::insert_events(w, batch).await
+                let token = lease.map(|_| self.claim_token()).unwrap_or_default();
+                sqlite::insert_events(w, batch, lease, &token).await?
             }
-        }
+        };
+        claim
+            .deliveries
+            .sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        super::ingest::leased_in_group(&mut inserted, &mut claim);
+        Ok((inserted, claim))
     }
 
     /// Takes up to `limit` due deliveries, within each endpoint's free

@@ -15,7 +15,7 @@ use sqlx::{
 use super::{
     claim_rules::ClaimRules,
     completion::{answered, distinct_runs, healthy_endpoints, Completion, Outcome},
-    ingest::{self, NewIngest},
+    ingest::{self, LeaseTerms, NewIngest},
     parse_options,
     sql::{endpoint_succeeded_set, placeholders, SPEND_RATE, UNCLAIMED},
     Claim, Delivery, InsertedEvent, Pool, Result, Store, StoreError,
@@ -503,7 +503,9 @@ pub(super) fn marks(n: usize) -> String {
 pub(super) async fn insert_events(
     writer: &SqlitePool,
     batch: &[NewIngest],
-) -> Result<Vec<Result<InsertedEvent>>> {
+    lease: Option<LeaseTerms>,
+    token: &str,
+) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
     let accounts = ingest::accounts(batch);
     let endpoints = format!(
         "SELECT id, account_id, event_types FROM endpoints \
@@ -576,6 +578,7 @@ pub(super) async fn insert_events(
         .collect();
     let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
+    let made = ingest::new_deliveries(&results).len() as i64;
     for chunk in ingest::new_deliveries(&results).chunks(INSERT_CHUNK) {
         let sql = format!(
             "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
@@ -596,6 +599,19 @@ pub(super) async fn insert_events(
         }
         q.execute(&mut *tx).await?;
     }
+    let mut claim = Claim::default();
+    if let Some(terms) = lease.filter(|_| made > 0) {
+        let limit = terms.limit.min(made);
+        claim = lease_due_within_rules(
+            &mut tx,
+            terms.now,
+            terms.lease_until,
+            limit,
+            terms.rules,
+            token,
+        )
+        .await?;
+    }
     tx.commit().await?;
-    Ok(results)
+    Ok((results, claim))
 }

@@ -2,20 +2,20 @@
 //! and rate limits, the circuit breaker, dead endpoints, shutdown, leases,
 //! several nodes on one database, wake-ups, and what reaches the receiver.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use dakghar::{
-    clock::Clock,
+    clock::{Clock, TestClock},
     config::ServeConfig,
     delivery::settings::DeliverySettings,
-    store::{DeliveryState, Store},
+    store::{DeliveryState, NewEvent, Store},
 };
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::{
     api_client::Api,
-    helpers::{spawn_node, wait_for_activity, Raw, StateOf, TestDb},
+    helpers::{new_endpoint, spawn_node, wait_for_activity, Raw, StateOf, TestApp, TestDb},
     receiver::Receiver,
 };
 
@@ -33,6 +33,7 @@ on_both_backends!(
     both_secrets_sign_during_rotation,
     an_expired_lease_is_rescued_and_delivered_once,
     a_new_event_wakes_idle_workers_at_once,
+    an_ingest_on_sqlite_leases_its_deliveries_for_this_nodes_workers,
     work_held_back_by_a_full_endpoint_goes_as_its_slots_free,
     a_slot_freed_by_any_round_lets_held_work_through,
     a_hanging_receiver_does_not_hold_up_the_worker,
@@ -519,6 +520,73 @@ async fn a_new_event_wakes_idle_workers_at_once(store: Store) {
     // The workers have now gone idle.
     send_many(&api, 1).await;
     rx.wait_for(2).await;
+}
+
+/// On SQLite the ingest's own transaction leases a new event's
+/// deliveries for this node's workers, instead of a claim of their own
+/// after it: they are in flight when the producer is answered, and each
+/// is delivered once. A node whose workers do not run leases nothing.
+async fn an_ingest_on_sqlite_leases_its_deliveries_for_this_nodes_workers(store: Store) {
+    let leases = store.leases_at_ingest();
+    let rx = Receiver::start().await;
+    rx.delay(Duration::from_millis(300));
+    let ingest = |app: &TestApp, account: String, id: &'static str| {
+        let ctx = Arc::clone(&app.ctx);
+        async move {
+            let new = NewEvent {
+                account_id: account,
+                id: id.into(),
+                event_type: "t".into(),
+                payload: b"{}".to_vec(),
+            };
+            let ingested = dakghar::events::ingest(&ctx, new, None, None, None)
+                .await
+                .unwrap();
+            ingested
+                .deliveries
+                .iter()
+                .map(|d| d.state)
+                .collect::<Vec<DeliveryState>>()
+        }
+    };
+
+    let idle = spawn_node(
+        store.clone(),
+        ServeConfig::for_tests(),
+        TestClock::starting_now(),
+    )
+    .await;
+    let now = idle.clock.now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    for n in 0..2 {
+        let url = format!("{}?n={n}", rx.url);
+        store
+            .create_endpoint(new_endpoint(&acc.id, &url, &[]), now)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        ingest(&idle, acc.id.clone(), "a").await,
+        [DeliveryState::Pending; 2],
+        "no workers here: the claim loops of some node take them"
+    );
+    idle.shutdown().await;
+
+    let config = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
+    let node = spawn_node(store.clone(), config, TestClock::starting_now()).await;
+    // The loops' first claim takes `a` (a lease takes the oldest due
+    // first, and `a`'s would be those).
+    wait_delivered(&store, 2).await;
+    let expected = if leases {
+        DeliveryState::InFlight
+    } else {
+        DeliveryState::Pending
+    };
+    for id in ["b", "c"] {
+        assert_eq!(ingest(&node, acc.id.clone(), id).await, [expected; 2]);
+    }
+    wait_delivered(&store, 6).await;
+    assert_eq!(rx.count(), 6, "each once");
 }
 
 async fn work_held_back_by_a_full_endpoint_goes_as_its_slots_free(store: Store) {

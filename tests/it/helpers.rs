@@ -356,6 +356,8 @@ pub struct TestApp {
     pub store: Store,
     pub clock: TestClock,
     pub engine: Arc<dakghar::delivery::engine::Engine>,
+    /// What the server's handlers share, for calling the domain directly.
+    pub ctx: Arc<dakghar::context::Ctx>,
     stop: CancellationToken,
     served: Mutex<Option<JoinHandle<std::io::Result<()>>>>,
 }
@@ -399,6 +401,7 @@ pub async fn spawn_node(store: Store, config: ServeConfig, clock: TestClock) -> 
     let base = format!("http://{}", app.local_addr());
     let metrics_base = app.metrics_addr().map(|a| format!("http://{a}"));
     let engine = app.engine();
+    let ctx = app.context();
     let stop = CancellationToken::new();
     let served = tokio::spawn(app.run_until(stop.clone().cancelled_owned()));
     TestApp {
@@ -407,6 +410,7 @@ pub async fn spawn_node(store: Store, config: ServeConfig, clock: TestClock) -> 
         store,
         clock,
         engine,
+        ctx,
         stop,
         served: Mutex::new(Some(served)),
     }

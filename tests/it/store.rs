@@ -33,6 +33,7 @@ on_both_backends!(
     claims_take_due_deliveries_oldest_first,
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
+    an_ingest_group_leases_what_it_made_as_a_claim_would,
     a_claim_fills_its_limit_past_endpoints_with_less_due,
     a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
@@ -672,7 +673,7 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
         .await
         .unwrap();
     plant_fault(&store, &doomed.id).await;
-    let ingester = Ingester::start(store.clone());
+    let ingester = Ingester::start(store.clone(), None);
     let item = |account: &str, id: &str| to_ingest(event(account, id, "invoice.paid"), now);
     // Polled together on one thread, all three are queued before the
     // writer runs: they form one group.
@@ -1014,6 +1015,118 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         "the host's slots, not the endpoint's, ran out"
     );
     assert_eq!(claim(100, rules).await, (1, false), "the last one");
+}
+
+/// On SQLite an ingest group leases for this node's workers, in its own
+/// transaction, what it made due: within a claim's rules (a full
+/// endpoint's slots, a paused endpoint), its limit, and never more than
+/// it made. Its answers say which of its deliveries are in flight, and
+/// the claim carries their events. Postgres leases nothing there.
+async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let lease_until = now.plus(Duration::from_secs(300));
+    let rules = dakghar::store::ClaimRules::default();
+    let terms = |limit: i64| dakghar::store::LeaseTerms {
+        now,
+        lease_until,
+        limit,
+        rules,
+    };
+    let acc = store.create_account("acme", now).await.unwrap();
+    let mut narrow = new_endpoint(&acc.id, "https://narrow.example/", &["narrow"]);
+    narrow.max_in_flight = 2;
+    let narrow = store.create_endpoint(narrow, now).await.unwrap();
+    let paused = store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://paused.example/", &["narrow"]),
+            now,
+        )
+        .await
+        .unwrap();
+    store
+        .set_endpoint_state(&acc.id, &paused.id, EndpointState::Paused, None, now)
+        .await
+        .unwrap();
+    let roomy = store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://roomy.example/", &["roomy"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let group = |kind: &str, ids: &[&str]| -> Vec<NewIngest> {
+        ids.iter()
+            .map(|id| to_ingest(event(&acc.id, id, kind), now))
+            .collect()
+    };
+    let in_flight = |inserted: &[Result<dakghar::store::InsertedEvent, StoreError>]| {
+        let mut ids: Vec<String> = inserted
+            .iter()
+            .flat_map(|r| &r.as_ref().unwrap().deliveries)
+            .filter(|d| d.state == DeliveryState::InFlight)
+            .map(|d| d.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let ids = |claimed: &[Delivery]| {
+        let mut ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+
+    let (inserted, claim) = store
+        .insert_events_leasing(&group("narrow", &["a", "b", "c"]), Some(terms(100)))
+        .await
+        .unwrap();
+    if !store.leases_at_ingest() {
+        assert!(claim.deliveries.is_empty() && !claim.held_back);
+        assert!(in_flight(&inserted).is_empty());
+        let claimed = store.claim_due(now, lease_until, 100, rules).await.unwrap();
+        assert_eq!(claimed.len(), 2, "the claim loops take them as before");
+        return;
+    }
+    assert_eq!(
+        endpoints_of(&claim.deliveries),
+        [narrow.id.as_str(); 2],
+        "narrow's two slots; the paused endpoint's deliveries wait"
+    );
+    assert!(claim.held_back, "narrow's third waits for a slot");
+    for d in &claim.deliveries {
+        assert_eq!(d.state, DeliveryState::InFlight);
+        assert_eq!(d.lease_until, Some(lease_until.millis()));
+        assert_eq!(claim.read_along.events[&d.id].id, d.event_id);
+    }
+    assert_eq!(in_flight(&inserted), ids(&claim.deliveries));
+    let after = store.claim(now, lease_until, 100, rules).await.unwrap();
+    assert_eq!(
+        (after.deliveries.len(), after.held_back),
+        (0, true),
+        "the store agrees: narrow is full, the rest paused"
+    );
+
+    let (inserted, claim) = store
+        .insert_events_leasing(&group("roomy", &["d", "e", "f"]), Some(terms(2)))
+        .await
+        .unwrap();
+    assert_eq!(claim.deliveries.len(), 2, "its limit");
+    assert_eq!(in_flight(&inserted), ids(&claim.deliveries));
+    let (inserted, claim) = store
+        .insert_events_leasing(&group("roomy", &["g"]), Some(terms(100)))
+        .await
+        .unwrap();
+    assert_eq!(
+        endpoints_of(&claim.deliveries),
+        [roomy.id.as_str()],
+        "no more than it made, though roomy had two due"
+    );
+    assert!(claim.held_back, "narrow is still full");
+    // The oldest due goes first: `g` itself may be left for the loops.
+    assert!(in_flight(&inserted).len() <= 1);
+    let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
+    assert_eq!(rest.len(), 1, "one roomy delivery left for the loops");
+    assert_ne!(rest[0].id, claim.deliveries[0].id);
 }
 
 /// An endpoint with fewer due than it may take leaves the rest of the
