@@ -28,10 +28,7 @@ pub enum Pool {
 pub struct Store {
     pool: Pool,
     /// SQLite only: the one connection the delivery path writes through.
-    writer: Option<SqlitePool>,
-    /// SQLite only: claims take turns here before they queue for the
-    /// writer (`Store::claim`).
-    claim_turn: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    writer: Option<SqliteWriter>,
     /// The Postgres schema this store lives in (tests get one each).
     pg_schema: Option<String>,
     /// Seals endpoint secrets; without it no endpoint can be written or read.
@@ -40,6 +37,14 @@ pub struct Store {
     node: Option<std::sync::Arc<str>>,
     /// Postgres only: the accounts' fan-outs ingest plans from.
     fan_outs: std::sync::Arc<fan_outs::FanOuts>,
+}
+
+/// SQLite's one connection for the delivery path's writes, and the turn
+/// claims take before they queue for it (`Store::claim`).
+#[derive(Debug, Clone)]
+struct SqliteWriter {
+    pool: SqlitePool,
+    claim_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Runs the same body against whichever pool is configured. The body is
@@ -61,7 +66,7 @@ macro_rules! on_pool {
 macro_rules! on_writer {
     ($store:expr, |$pool:ident| $body:expr) => {
         match (&$store.pool, &$store.writer) {
-            (Pool::Sqlite(_), Some($pool)) => $body,
+            (Pool::Sqlite(_), Some($crate::store::SqliteWriter { pool: $pool, .. })) => $body,
             (Pool::Sqlite($pool), None) => $body,
             (Pool::Postgres($pool), _) => $body,
         }
@@ -247,9 +252,15 @@ impl Store {
         Ok(())
     }
 
+    /// SQLite's connection for the delivery path's writes (every SQLite
+    /// store has one; `reader` stands in otherwise).
+    fn sqlite_writer<'a>(&'a self, reader: &'a SqlitePool) -> &'a SqlitePool {
+        self.writer.as_ref().map_or(reader, |w| &w.pool)
+    }
+
     pub async fn close(&self) {
         if let Some(writer) = &self.writer {
-            writer.close().await;
+            writer.pool.close().await;
         }
         on_pool!(self, |p| p.close().await)
     }

@@ -82,7 +82,6 @@ pub async fn connect_pooled(
     Ok(Store {
         pool: Pool::Postgres(pool),
         writer: None,
-        claim_turn: None,
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,

@@ -62,14 +62,14 @@ impl Store {
         if batch.is_empty() {
             return Ok((Vec::new(), Claim::default()));
         }
-        let (mut inserted, mut claim) = match (&self.pool, &self.writer) {
-            (Pool::Postgres(p), _) => (
+        let (mut inserted, mut claim) = match &self.pool {
+            Pool::Postgres(p) => (
                 postgres::insert_events(p, &self.fan_outs, batch).await?,
                 Claim::default(),
             ),
-            (Pool::Sqlite(_), Some(w)) | (Pool::Sqlite(w), None) => {
+            Pool::Sqlite(reader) => {
                 let token = lease.map(|_| self.claim_token()).unwrap_or_default();
-                sqlite::insert_events(w, batch, lease, &token).await?
+                sqlite::insert_events(self.sqlite_writer(reader), batch, lease, &token).await?
             }
         };
         claim
@@ -106,15 +106,15 @@ impl Store {
         let token = self.claim_token();
         let mut claim = match &self.pool {
             Pool::Sqlite(reader) => {
-                let writer = self.writer.as_ref().unwrap_or(reader);
+                let writer = self.sqlite_writer(reader);
                 // One claim at a time in the writer's queue. With a claim
                 // queued per loop, claims took most of the writer's turns
                 // under load, each leasing the few rows that came due since
                 // the last and paying a claim's fixed cost (its slot count,
                 // its commit) again; one at a time, a claim leases what
                 // came due while it waited.
-                let _turn = match &self.claim_turn {
-                    Some(turn) => Some(turn.lock().await),
+                let _turn = match &self.writer {
+                    Some(w) => Some(w.claim_turn.lock().await),
                     None => None,
                 };
                 sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
@@ -157,9 +157,7 @@ impl Store {
     /// that delivered is marked healthy once, as of its latest success.
     pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
         match &self.pool {
-            Pool::Sqlite(p) => {
-                sqlite::complete_attempts(self.writer.as_ref().unwrap_or(p), batch).await
-            }
+            Pool::Sqlite(p) => sqlite::complete_attempts(self.sqlite_writer(p), batch).await,
             Pool::Postgres(p) => retry_moved(|| postgres::complete_attempts(p, batch)).await,
         }
     }

@@ -18,7 +18,7 @@ use super::{
     ingest::{self, LeaseTerms, NewIngest},
     parse_options,
     sql::{endpoint_succeeded_set, placeholders, SPEND_RATE, UNCLAIMED},
-    Claim, Delivery, InsertedEvent, Pool, Result, Store, StoreError,
+    Claim, Delivery, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -72,8 +72,10 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         .map_err(connect_error)?;
     Ok(Store {
         pool: Pool::Sqlite(pool),
-        writer: Some(writer),
-        claim_turn: Some(std::sync::Arc::new(tokio::sync::Mutex::new(()))),
+        writer: Some(SqliteWriter {
+            pool: writer,
+            claim_turn: Default::default(),
+        }),
         pg_schema: None,
         secrets: None,
         node: None,
