@@ -53,13 +53,24 @@ impl Workers for Engine {
         drop(room);
         let leased_at = std::time::SystemTime::now();
         tokio::spawn(async move {
+            // Stopping since the offer: hand back rather than start what
+            // the grace period may not see (it is not running yet).
+            if !self.accepting.load(Ordering::Acquire) {
+                for delivery in &deliveries {
+                    let _ = self.store.release_claim(delivery, terms.now).await;
+                }
+                return;
+            }
             match self
                 .start_attempts(terms.now, deliveries, read_along, leased_at)
                 .await
             {
                 Ok(round) => self.settle_and_wake(round, kept).await,
                 Err(e) => {
-                    tracing::error!(target: LOG_TARGET, error = %e, "could not start what an ingest leased; handed back")
+                    tracing::error!(target: LOG_TARGET, error = %e, "could not start what an ingest leased; handed back");
+                    // Its ingest woke no loop: one claims it again (and
+                    // backs off if the fault holds).
+                    self.wake.notify_one();
                 }
             }
         });

@@ -9,7 +9,7 @@ use crate::{
     clock::Timestamp,
     context::Ctx,
     error::{Error, Result},
-    store::{Delivery, DeliveryState, NewEvent, NewIngest, StoreError},
+    store::{Delivery, NewEvent, NewIngest, StoreError},
     telemetry::Span,
 };
 
@@ -87,14 +87,11 @@ async fn store(
         crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;
     match inserted {
         Ok(inserted) => {
-            // What its group leased is this node's workers' already.
-            if inserted
-                .deliveries
-                .iter()
-                .any(|d| d.state == DeliveryState::Pending)
-            {
-                ctx.engine.wake().await;
-            }
+            // Even when its group leased all of its deliveries: the lease
+            // may have taken older work first (it takes the oldest due),
+            // and work that waits for a loop that backed off after a
+            // fault is retried at each ingest, as before the leases.
+            ctx.engine.wake().await;
             Ok(Ingested {
                 deliveries: inserted.deliveries,
                 created: true,

@@ -247,8 +247,8 @@ pub struct LeaseTerms {
 
 impl Ingester {
     /// Starts the writer task; it ends once every `Ingester` is dropped.
-    /// `workers`, if given, are this node's, running: where the store can
-    /// (SQLite), each group leases for them.
+    /// `workers`, if given, are this node's: where the store can
+    /// (SQLite), each group leases what they offer room for.
     pub fn start(store: Store, workers: Option<Arc<dyn Workers>>) -> Ingester {
         let workers = workers.filter(|_| store.leases_at_ingest());
         // No linger: the producer waits for the commit, and so does the
@@ -263,13 +263,24 @@ impl Ingester {
                     let Some(workers) = workers else {
                         return store.insert_events(group).await;
                     };
-                    let offer = workers.offer();
-                    let terms = offer.as_ref().map(|o| o.terms);
-                    let (inserted, leased) = store.insert_events_leasing(group, terms).await?;
-                    if let Some(offer) = offer {
-                        workers.take(leased, offer);
+                    let Some(offer) = workers.offer() else {
+                        return store.insert_events(group).await;
+                    };
+                    match store.insert_events_leasing(group, Some(offer.terms)).await {
+                        Ok((inserted, leased)) => {
+                            workers.take(leased, offer);
+                            Ok(inserted)
+                        }
+                        // The events come first: a lease that fails (a row
+                        // that will not decode, say) must not refuse them
+                        // too. The claim loops meet the same fault and back
+                        // off on their own.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "an ingest group failed with its lease; writing it once more without");
+                            drop(offer);
+                            store.insert_events(group).await
+                        }
                     }
-                    Ok(inserted)
                 })
             }),
         ))

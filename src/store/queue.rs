@@ -370,7 +370,8 @@ impl Store {
             .collect();
         let mut inputs = BatchInputs::default();
         // One query each, side by side: what the claim did not read along
-        // (all of it on SQLite) is on the way of the first attempt, and
+        // (on SQLite all of a claim's, a lease's endpoints) is on the way
+        // of the first attempt, and
         // neither needs the other. If a row will not decode, one query per
         // id, so that row alone is broken.
         let (all_endpoints, all_events) = tokio::join!(

@@ -750,6 +750,47 @@ async fn two_nodes_never_deliver_the_same_claim_twice(db: &TestDb) {
     assert_eq!(ids.len(), 60, "no event twice");
 }
 
+/// A lease that fails in an ingest's transaction does not refuse the
+/// events: the group is written again without it, and the deliveries
+/// wait, pending, for the claim loops (which meet the same fault and
+/// back off). The next ingest wakes a loop for them even if its own
+/// lease took all it could (with one clock instant, it may take its own
+/// delivery before theirs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_fails_at_ingest_does_not_refuse_the_events() {
+    let db = TestDb::sqlite().await;
+    db.store
+        .execute_script(
+            "CREATE TRIGGER no_leases BEFORE UPDATE OF state ON deliveries \
+             WHEN NEW.state = 'in_flight' \
+             BEGIN SELECT RAISE(ABORT, 'planted fault: no leases'); END;",
+        )
+        .await
+        .unwrap();
+    let config = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
+    let api = Api::with_config(db.store.clone(), config).await;
+    let rx = Receiver::start().await;
+    api.endpoint(&rx).await;
+    let sent = send_many(&api, 2).await;
+    for event in &sent {
+        assert_eq!(
+            api.delivery(event).await.state(),
+            Some(DeliveryState::Pending)
+        );
+    }
+    db.store
+        .execute_script("DROP TRIGGER no_leases")
+        .await
+        .unwrap();
+    // The loops backed off after their failed claims; a new event wakes
+    // one, and with its ingest's lease they take all three.
+    send_many(&api, 1).await;
+    wait_delivered(&api.app.store, 3).await;
+    assert_eq!(rx.count(), 3);
+    drop(api);
+    db.finish().await;
+}
+
 /// On Postgres a node that ingests wakes the workers of every other node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
