@@ -68,8 +68,9 @@ impl Workers for Engine {
                 Ok(round) => self.settle_and_wake(round, kept).await,
                 Err(e) => {
                     tracing::error!(target: LOG_TARGET, error = %e, "could not start what an ingest leased; handed back");
-                    // Its ingest woke no loop: one claims it again (and
-                    // backs off if the fault holds).
+                    // Its ingest's wake-up came before they were handed
+                    // back: one claims them again (and backs off if the
+                    // fault holds).
                     self.wake.notify_one();
                 }
             }

@@ -260,10 +260,9 @@ impl Ingester {
             Box::new(move |group| {
                 let (store, workers) = (store.clone(), workers.clone());
                 Box::pin(async move {
-                    let Some(workers) = workers else {
-                        return store.insert_events(group).await;
-                    };
-                    let Some(offer) = workers.offer() else {
+                    let Some((workers, offer)) =
+                        workers.and_then(|w| w.offer().map(|offer| (w, offer)))
+                    else {
                         return store.insert_events(group).await;
                     };
                     match store.insert_events_leasing(group, Some(offer.terms)).await {

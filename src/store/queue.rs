@@ -32,6 +32,11 @@ pub struct BatchInputs {
     pub broken_events: HashMap<String, String>,
 }
 
+/// A claim's deliveries as they came due, the oldest first.
+fn in_due_order(deliveries: &mut [Delivery]) {
+    deliveries.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+}
+
 impl Store {
     /// Stores every event of `batch` with one `pending` delivery per
     /// subscribed endpoint (paused ones too: skipping them would lose
@@ -72,9 +77,7 @@ impl Store {
                 sqlite::insert_events(self.sqlite_writer(reader), batch, lease, &token).await?
             }
         };
-        claim
-            .deliveries
-            .sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        in_due_order(&mut claim.deliveries);
         super::ingest::leased_in_group(&mut inserted, &mut claim);
         Ok((inserted, claim))
     }
@@ -124,9 +127,7 @@ impl Store {
                     .await?
             }
         };
-        claim
-            .deliveries
-            .sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+        in_due_order(&mut claim.deliveries);
         Ok(claim)
     }
 
@@ -371,8 +372,7 @@ impl Store {
         let mut inputs = BatchInputs::default();
         // One query each, side by side: what the claim did not read along
         // (on SQLite all of a claim's, a lease's endpoints) is on the way
-        // of the first attempt, and
-        // neither needs the other. If a row will not decode, one query per
+        // of the first attempt, and neither needs the other. If a row will not decode, one query per
         // id, so that row alone is broken.
         let (all_endpoints, all_events) = tokio::join!(
             self.endpoints_by_id(&endpoint_ids),

@@ -580,8 +580,9 @@ pub(super) async fn insert_events(
         .collect();
     let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
-    let made = ingest::new_deliveries(&results).len() as i64;
-    for chunk in ingest::new_deliveries(&results).chunks(INSERT_CHUNK) {
+    let new = ingest::new_deliveries(&results);
+    let made = new.len() as i64;
+    for chunk in new.chunks(INSERT_CHUNK) {
         let sql = format!(
             "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
                next_attempt_at, give_up_at, created_at, updated_at) VALUES {}",

@@ -22,6 +22,13 @@ fn endpoints_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<S
     ids
 }
 
+/// The deliveries' own ids, sorted.
+fn ids_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<String> {
+    let mut ids: Vec<String> = deliveries.into_iter().map(|d| d.id.clone()).collect();
+    ids.sort();
+    ids
+}
+
 on_both_backends!(
     accounts_users_keys_and_endpoints_round_trip,
     an_event_and_its_deliveries_are_stored_together,
@@ -1061,19 +1068,12 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
             .collect()
     };
     let in_flight = |inserted: &[Result<dakghar::store::InsertedEvent, StoreError>]| {
-        let mut ids: Vec<String> = inserted
-            .iter()
-            .flat_map(|r| &r.as_ref().unwrap().deliveries)
-            .filter(|d| d.state == DeliveryState::InFlight)
-            .map(|d| d.id.clone())
-            .collect();
-        ids.sort();
-        ids
-    };
-    let ids = |claimed: &[Delivery]| {
-        let mut ids: Vec<String> = claimed.iter().map(|d| d.id.clone()).collect();
-        ids.sort();
-        ids
+        ids_of(
+            inserted
+                .iter()
+                .flat_map(|r| &r.as_ref().unwrap().deliveries)
+                .filter(|d| d.state == DeliveryState::InFlight),
+        )
     };
 
     let (inserted, claim) = store
@@ -1098,7 +1098,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         assert_eq!(d.lease_until, Some(lease_until.millis()));
         assert_eq!(claim.read_along.events[&d.id].id, d.event_id);
     }
-    assert_eq!(in_flight(&inserted), ids(&claim.deliveries));
+    assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
     let after = store.claim(now, lease_until, 100, rules).await.unwrap();
     assert_eq!(
         (after.deliveries.len(), after.held_back),
@@ -1111,7 +1111,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         .await
         .unwrap();
     assert_eq!(claim.deliveries.len(), 2, "its limit");
-    assert_eq!(in_flight(&inserted), ids(&claim.deliveries));
+    assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
     let (inserted, claim) = store
         .insert_events_leasing(&group("roomy", &["g"]), Some(terms(100)))
         .await
