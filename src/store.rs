@@ -43,7 +43,7 @@ pub struct Store {
 /// claims take before they queue for it (`Store::claim`).
 #[derive(Debug, Clone)]
 struct SqliteWriter {
-    pool: SqlitePool,
+    conn: sqlite::Writer,
     claim_turn: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
@@ -66,7 +66,11 @@ macro_rules! on_pool {
 macro_rules! on_writer {
     ($store:expr, |$pool:ident| $body:expr) => {
         match (&$store.pool, &$store.writer) {
-            (Pool::Sqlite(_), Some($crate::store::SqliteWriter { pool: $pool, .. })) => $body,
+            (Pool::Sqlite(_), Some(writer)) => {
+                let mut held = writer.conn.lock().await?;
+                let $pool = &mut *held;
+                $body
+            }
             (Pool::Sqlite($pool), None) => $body,
             (Pool::Postgres($pool), _) => $body,
         }
@@ -253,14 +257,17 @@ impl Store {
     }
 
     /// SQLite's connection for the delivery path's writes (every SQLite
-    /// store has one; `reader` stands in otherwise).
-    fn sqlite_writer<'a>(&'a self, reader: &'a SqlitePool) -> &'a SqlitePool {
-        self.writer.as_ref().map_or(reader, |w| &w.pool)
+    /// store has one).
+    fn sqlite_writer(&self) -> Result<&sqlite::Writer> {
+        self.writer
+            .as_ref()
+            .map(|w| &w.conn)
+            .ok_or_else(|| StoreError::Config("this SQLite store has no writer".into()))
     }
 
     pub async fn close(&self) {
         if let Some(writer) = &self.writer {
-            writer.pool.close().await;
+            writer.conn.close().await;
         }
         on_pool!(self, |p| p.close().await)
     }

@@ -329,7 +329,7 @@ impl Endpoint {
 
 impl Endpoint {
     /// The adaptive in-flight cap: `max_in_flight`, lowered while the
-    /// receiver shows overload (the claim's rule, `CLAIM_SLOTS`, with one
+    /// receiver shows overload (the claim's rule, `claim_slots`, with one
     /// trial while the circuit is not closed).
     pub fn adaptive_in_flight(&self) -> i64 {
         self.adaptive_cap

@@ -72,9 +72,9 @@ impl Store {
                 postgres::insert_events(p, &self.fan_outs, batch).await?,
                 Claim::default(),
             ),
-            Pool::Sqlite(reader) => {
+            Pool::Sqlite(_) => {
                 let token = lease.map(|_| self.claim_token()).unwrap_or_default();
-                sqlite::insert_events(self.sqlite_writer(reader), batch, lease, &token).await?
+                sqlite::insert_events(self.sqlite_writer()?, batch, lease, &token).await?
             }
         };
         in_due_order(&mut claim.deliveries);
@@ -109,7 +109,7 @@ impl Store {
         let token = self.claim_token();
         let mut claim = match &self.pool {
             Pool::Sqlite(reader) => {
-                let writer = self.sqlite_writer(reader);
+                let writer = self.sqlite_writer()?;
                 // One claim at a time in the writer's queue. With a claim
                 // queued per loop, claims took most of the writer's turns
                 // under load, each leasing the few rows that came due since
@@ -158,7 +158,7 @@ impl Store {
     /// that delivered is marked healthy once, as of its latest success.
     pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
         match &self.pool {
-            Pool::Sqlite(p) => sqlite::complete_attempts(self.sqlite_writer(p), batch).await,
+            Pool::Sqlite(_) => sqlite::complete_attempts(self.sqlite_writer()?, batch).await,
             Pool::Postgres(p) => retry_moved(|| postgres::complete_attempts(p, batch)).await,
         }
     }

@@ -8,8 +8,11 @@ use std::{
 };
 
 use sqlx::{
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
-    SqlitePool,
+    sqlite::{
+        SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions,
+        SqliteSynchronous,
+    },
+    Arguments, SqlitePool,
 };
 
 use super::{
@@ -21,6 +24,11 @@ use super::{
     Claim, Delivery, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
 };
 use crate::clock::Timestamp;
+
+mod writer;
+
+pub(crate) use writer::Writer;
+use writer::WriteTx;
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     let options: SqliteConnectOptions = parse_options(url)?;
@@ -63,17 +71,13 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     // `INSERT_CHUNK` for each of ingest's and the results' statements):
     // sqlx's 100 cached statements were evicted and prepared again under
     // mixed load. Bench: ingest alone 4 100-4 650 -> 5 020 events/s.
-    let writer = SqlitePoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .acquire_timeout(Duration::from_secs(30))
-        .connect_with(options.statement_cache_capacity(1000))
+    let writer = Writer::connect(&options.statement_cache_capacity(1000))
         .await
         .map_err(connect_error)?;
     Ok(Store {
         pool: Pool::Sqlite(pool),
         writer: Some(SqliteWriter {
-            pool: writer,
+            conn: writer,
             claim_turn: Default::default(),
         }),
         pg_schema: None,
@@ -96,45 +100,57 @@ fn display_path(path: &Path) -> String {
 /// same without the rate limit. Claims count it
 /// under the write lock, so both hold across every process on the file.
 /// Postgres's claim function (migration 0031) keeps the same rules. `$1`
-/// is now.
-const CLAIM_SLOTS: &str = "SELECT s.id, s.host, s.rate, \
+/// is now. `claim_slots(k)` numbers the three from `$k`, for a command
+/// whose statements before it take `k - 1` parameters.
+fn claim_slots(first: usize) -> String {
+    let (now, rate, window) = (first, first + 1, first + 2);
+    format!(
+        "SELECT s.id, s.host, s.rate, \
        CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
             ELSE s.free END AS free, s.free AS slots \
-     FROM (SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, $2) AS rate, \
+     FROM (SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, ${rate}) AS rate, \
        COALESCE((SELECT w.used FROM rate_windows w \
-                 WHERE w.key = 'start:' || e.id AND w.window_start = $3), 0) AS spent, \
+                 WHERE w.key = 'start:' || e.id AND w.window_start = ${window}), 0) AS spent, \
        CASE WHEN e.circuit_state <> 'closed' THEN 1 \
             WHEN e.adaptive_cap IS NOT NULL AND e.adaptive_cap < e.max_in_flight THEN e.adaptive_cap \
             ELSE e.max_in_flight END \
          - (SELECT count(*) FROM deliveries b \
             WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free \
      FROM endpoints e \
-     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= $1) \
-       AND (e.throttled_until IS NULL OR e.throttled_until <= $1)) s";
+     WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= ${now}) \
+       AND (e.throttled_until IS NULL OR e.throttled_until <= ${now})) s"
+    )
+}
 
 /// Endpoints with due work that may start some now, or that are full
 /// (`slots` ≤ 0: held back, a claim says so), the longest-waiting first:
-/// `(id, host, rate, free, slots)`, the parameters of `CLAIM_SLOTS`. Built once:
-/// every claim that finds an open slot runs it.
-static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| {
+/// `(id, host, rate, free, slots)`, the parameters of `claim_slots(first)`.
+fn open_slots(first: usize) -> String {
     // Materialized: flattened, SQLite evaluated each probe twice.
     format!(
         "WITH s AS MATERIALIZED ( \
            SELECT s.id, s.host, s.rate, s.free, s.slots, (SELECT d.next_attempt_at FROM deliveries d \
              WHERE d.endpoint_id = s.id AND d.state = 'pending' \
              ORDER BY d.next_attempt_at LIMIT 1) AS at \
-           FROM ({CLAIM_SLOTS}) s) \
-         SELECT id, host, rate, free, slots FROM s WHERE (free > 0 OR slots <= 0) AND at <= $1 \
-         ORDER BY at"
+           FROM ({}) s) \
+         SELECT id, host, rate, free, slots FROM s WHERE (free > 0 OR slots <= 0) AND at <= ${first} \
+         ORDER BY at",
+        claim_slots(first)
     )
-});
+}
 
-/// Whether any endpoint whose `CLAIM_SLOTS` row meets `rule` has due work.
+/// `open_slots` on its own, built once: every claim that finds an open
+/// slot runs it.
+static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| open_slots(1));
+
+/// Whether any endpoint whose `claim_slots(1)` row meets `rule` has due
+/// work.
 fn any_with_due_where(rule: &str) -> String {
     format!(
-        "SELECT 1 FROM ({CLAIM_SLOTS}) s WHERE {rule} AND EXISTS ( \
+        "SELECT 1 FROM ({}) s WHERE {rule} AND EXISTS ( \
            SELECT 1 FROM deliveries d WHERE d.endpoint_id = s.id AND d.state = 'pending' \
-             AND d.next_attempt_at <= $1) LIMIT 1"
+             AND d.next_attempt_at <= $1) LIMIT 1",
+        claim_slots(1)
     )
 }
 
@@ -145,7 +161,7 @@ static ANY_OPEN_SLOT: LazyLock<String> = LazyLock::new(|| any_with_due_where("fr
 /// can start any, so that such a claim still says it held work back.
 static ANY_FULL_WITH_DUE: LazyLock<String> = LazyLock::new(|| any_with_due_where("slots <= 0"));
 
-/// Runs one of the probes above on the reader, with `CLAIM_SLOTS`'s
+/// Runs one of the probes above on the reader, with `claim_slots`'s
 /// parameters.
 async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules) -> Result<bool> {
     Ok(sqlx::query(sql)
@@ -208,7 +224,7 @@ struct Take {
 /// claim (from any process on the file) sees the same slots or rows.
 pub(super) async fn claim_due(
     reader: &SqlitePool,
-    writer: &SqlitePool,
+    writer: &Writer,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
@@ -224,21 +240,51 @@ pub(super) async fn claim_due(
             ..Claim::default()
         });
     }
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
-    let claim = lease_due_within_rules(&mut tx, now, lease_until, limit, rules, token).await?;
-    if claim.deliveries.is_empty() {
-        tx.rollback().await?;
-    } else {
-        tx.commit().await?;
-    }
-    Ok(claim)
+    let tx = writer.begin().await?;
+    lease_due_within_rules(tx, None, now, lease_until, limit, rules, token).await
 }
 
-/// The claim itself, in the caller's transaction, which holds the write
-/// lock: the rows leased within every endpoint's slots, rate and circuit
-/// and every host's cap, longest-waiting endpoint first.
+/// A statement with its arguments, to run in the same command as the
+/// next (`before` of `lease_due_within_rules`) or on its own.
+struct Bound<'q> {
+    sql: String,
+    args: SqliteArguments<'q>,
+    /// How many arguments it takes, for the numbered ones after it.
+    count: usize,
+}
+
+impl<'q> Bound<'q> {
+    fn add<T>(&mut self, value: T) -> Result<()>
+    where
+        T: sqlx::Encode<'q, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + 'q,
+    {
+        self.args.add(value).map_err(sqlx::Error::Encode)?;
+        self.count += 1;
+        Ok(())
+    }
+
+    async fn execute(self, tx: &mut WriteTx) -> Result<()> {
+        let sql = tx.sql(&self.sql);
+        sqlx::query_with(&sql, self.args).execute(&mut **tx).await?;
+        Ok(())
+    }
+
+    /// Runs it as the transaction's last statement, and commits.
+    async fn execute_and_commit(self, mut tx: WriteTx) -> Result<()> {
+        let sql = tx.sql_then_commit(&self.sql);
+        sqlx::query_with(&sql, self.args).execute(&mut *tx).await?;
+        tx.committed();
+        Ok(())
+    }
+}
+
+/// The claim itself, in the caller's transaction (begun with its first
+/// statement if not yet), which it commits: the rows leased within every
+/// endpoint's slots, rate and circuit and every host's cap,
+/// longest-waiting endpoint first.
 async fn lease_due_within_rules(
-    tx: &mut sqlx::SqliteConnection,
+    mut tx: WriteTx,
+    before: Option<Bound<'_>>,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
@@ -246,12 +292,26 @@ async fn lease_due_within_rules(
     token: &str,
 ) -> Result<Claim> {
     let window = rules.rate_window(now);
-    let open: Vec<(String, Option<String>, i64, i64, i64)> = sqlx::query_as(&OPEN_SLOTS)
-        .bind(now.millis())
-        .bind(rules.default_rate)
-        .bind(window)
-        .fetch_all(&mut *tx)
-        .await?;
+    // `before` goes out in the same command, a round trip fewer.
+    let mut open_slots = match before {
+        Some(b) => Bound {
+            sql: format!("{}; {}", b.sql, open_slots(b.count + 1)),
+            ..b
+        },
+        None => Bound {
+            sql: OPEN_SLOTS.clone(),
+            args: SqliteArguments::default(),
+            count: 0,
+        },
+    };
+    open_slots.add(now.millis())?;
+    open_slots.add(rules.default_rate)?;
+    open_slots.add(window)?;
+    let sql = tx.sql(&open_slots.sql);
+    let open: Vec<(String, Option<String>, i64, i64, i64)> =
+        sqlx::query_as_with(&sql, open_slots.args)
+            .fetch_all(&mut *tx)
+            .await?;
     let mut hosts: HashMap<String, i64> = if rules.host_cap > 0 && !open.is_empty() {
         sqlx::query_as(HOSTS_IN_FLIGHT)
             .fetch_all(&mut *tx)
@@ -263,6 +323,7 @@ async fn lease_due_within_rules(
     };
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut held_back = false;
+    let mut committed = false;
     let mut unasked = open;
     // Each round asks every endpoint it can for as many rows as it may
     // start, as though each had that many due; one that had fewer leaves
@@ -306,7 +367,14 @@ async fn lease_due_within_rules(
         if round.is_empty() {
             break;
         }
-        let sql = lease_due(round.len());
+        // The last round that has nothing to write after it commits with
+        // its lease.
+        let last = later.is_empty() && round.iter().all(|t| t.rate <= 0);
+        let sql = if last {
+            tx.sql_then_commit(&lease_due(round.len()))
+        } else {
+            tx.sql(&lease_due(round.len()))
+        };
         let mut q = sqlx::query_as::<_, Delivery>(&sql)
             .bind(now.millis())
             .bind(lease_until.millis())
@@ -315,6 +383,7 @@ async fn lease_due_within_rules(
             q = q.bind(&t.endpoint_id).bind(t.take);
         }
         let leased = q.fetch_all(&mut *tx).await?;
+        committed = last;
         for t in round {
             let n = leased
                 .iter()
@@ -341,6 +410,11 @@ async fn lease_due_within_rules(
             break;
         }
     }
+    if committed {
+        tx.committed();
+    } else {
+        tx.commit().await?;
+    }
     Ok(Claim {
         deliveries,
         held_back,
@@ -355,16 +429,14 @@ async fn lease_due_within_rules(
 /// chunk names each delivery once (`distinct_runs`), so the held ids its
 /// command answers say which of its results held their claims.
 pub(super) async fn complete_attempts(
-    writer: &SqlitePool,
+    writer: &Writer,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
     let mut answers = Vec::with_capacity(batch.len());
-    // The write lock first: the command's first statement reads, and a
-    // read's snapshot that another process's commit has passed cannot
-    // become a write (SQLITE_BUSY_SNAPSHOT, at once, whatever the busy
-    // timeout).
-    let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
+    // Begun with the first chunk's command; the write lock first, as the
+    // command's first statement reads (`WriteTx::sql`).
+    let mut tx = writer.begin().await?;
     let runs = distinct_runs(batch);
     for chunk in runs.iter().flat_map(|run| run.chunks(INSERT_CHUNK)) {
         let moved = record_chunk(&mut tx, chunk).await?;
@@ -379,6 +451,7 @@ pub(super) async fn complete_attempts(
             rows(healthy.len(), "(?, ?, ?, ?)"),
             endpoint_succeeded_set("h.at", "h.delivered", "h.first_started")
         );
+        let sql = tx.sql_then_commit(&sql);
         let mut q = sqlx::query(&sql);
         for h in healthy {
             q = q
@@ -388,8 +461,10 @@ pub(super) async fn complete_attempts(
                 .bind(h.first_started);
         }
         q.execute(&mut *tx).await?;
+        tx.committed();
+    } else {
+        tx.commit().await?;
     }
-    tx.commit().await?;
     Ok(answers)
 }
 
@@ -400,10 +475,7 @@ pub(super) async fn complete_attempts(
 /// and under load most of that thread's switches), then the attempts and
 /// the update, which ask the same of the same rows under the same lock.
 /// Answers the ids it moved.
-async fn record_chunk(
-    tx: &mut sqlx::SqliteConnection,
-    chunk: &[Completion],
-) -> Result<HashSet<String>> {
+async fn record_chunk(tx: &mut WriteTx, chunk: &[Completion]) -> Result<HashSet<String>> {
     let sql = format!(
         "WITH r (id, token) AS (VALUES {0}) \
          SELECT group_concat(d.id, ' ') FROM r JOIN deliveries d ON d.id = r.id \
@@ -431,6 +503,7 @@ async fn record_chunk(
         rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
     );
+    let sql = tx.sql(&sql);
     let mut q = sqlx::query_scalar::<_, Option<String>>(&sql);
     for c in chunk {
         q = q.bind(&c.claimed.id).bind(&c.claimed.claim_token);
@@ -473,7 +546,7 @@ async fn record_chunk(
             .bind(c.now.millis());
     }
     // All of it: a `fetch_one` would stop the command after its first row.
-    let held = q.fetch_all(&mut *tx).await?.into_iter().flatten().next();
+    let held = q.fetch_all(&mut **tx).await?.into_iter().flatten().next();
     Ok(held
         .iter()
         .flat_map(|ids| ids.split(' '))
@@ -503,25 +576,28 @@ pub(super) fn marks(n: usize) -> String {
 
 /// `Store::insert_events` in multi-row statements of `INSERT_CHUNK` rows.
 pub(super) async fn insert_events(
-    writer: &SqlitePool,
+    writer: &Writer,
     batch: &[NewIngest],
     lease: Option<LeaseTerms>,
     token: &str,
 ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
     let accounts = ingest::accounts(batch);
+    // Read in the first command, ahead of its insert (the endpoints do not
+    // depend on the events): a round trip fewer. Each row of that command
+    // says which statement it came from.
     let endpoints = format!(
-        "SELECT id, account_id, event_types FROM endpoints \
+        "SELECT 'endpoint', id, account_id, event_types FROM endpoints \
          WHERE account_id IN ({}) AND state <> 'disabled' ORDER BY created_at, id",
         marks(accounts.len())
     );
-    // The write comes first so SQLite takes its write lock at once
-    // instead of upgrading a read lock (which can fail with SQLITE_BUSY).
-    // An event that names its key is written only if the key is active:
-    // the check is part of the insert, under the write lock.
+    // Begun with the first chunk's command. An event that names its key
+    // is written only if the key is active: the check is part of the
+    // insert, under the write lock.
     let mut tx = writer.begin().await?;
     let mut kept = Vec::with_capacity(batch.len());
-    for chunk in batch.chunks(INSERT_CHUNK) {
-        let sql = format!(
+    let mut targets = Vec::new();
+    for (i, chunk) in batch.chunks(INSERT_CHUNK).enumerate() {
+        let insert = format!(
             "WITH n (account_id, id, event_type, payload, created_at, traceparent, key_id) \
                AS (VALUES {}) \
              INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
@@ -531,10 +607,20 @@ pub(super) async fn insert_events(
                  AND k.revoked_at IS NULL) \
                OR EXISTS (SELECT 1 FROM platform_keys k WHERE k.id = n.key_id \
                  AND k.revoked_at IS NULL) \
-             ON CONFLICT DO NOTHING RETURNING account_id, id",
+             ON CONFLICT DO NOTHING RETURNING 'event', account_id, id, NULL",
             rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?)")
         );
-        let mut q = sqlx::query_as::<_, (String, String)>(&sql);
+        let sql = if i == 0 {
+            tx.sql(&format!("{endpoints}; {insert}"))
+        } else {
+            tx.sql(&insert)
+        };
+        let mut q = sqlx::query_as::<_, (String, String, String, Option<String>)>(&sql);
+        if i == 0 {
+            for id in &accounts {
+                q = q.bind(id);
+            }
+        }
         for n in chunk {
             q = q
                 .bind(&n.event.account_id)
@@ -545,7 +631,12 @@ pub(super) async fn insert_events(
                 .bind(&n.traceparent)
                 .bind(&n.key_id);
         }
-        kept.extend(q.fetch_all(&mut *tx).await?);
+        for (from, a, b, types) in q.fetch_all(&mut *tx).await? {
+            match (from.as_str(), types) {
+                ("endpoint", Some(types)) => targets.push(ingest::Target::new(a, b, &types)),
+                _ => kept.push((a, b)),
+            }
+        }
     }
     let keys = ingest::keys(batch);
     // Every event stored: each named an active key, so only a batch that
@@ -568,53 +659,58 @@ pub(super) async fn insert_events(
             active.extend(q.fetch_all(&mut *tx).await?);
         }
     }
-    let mut q = sqlx::query_as::<_, (String, String, String)>(&endpoints);
-    for id in &accounts {
-        q = q.bind(id);
-    }
-    let targets: Vec<ingest::Target> = q
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .map(|(id, account, types)| ingest::Target::new(id, account, &types))
-        .collect();
     let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
     let new = ingest::new_deliveries(&results);
     let made = new.len() as i64;
-    for chunk in new.chunks(INSERT_CHUNK) {
-        let sql = format!(
+    let mut inserts = new
+        .chunks(INSERT_CHUNK)
+        .map(insert_deliveries)
+        .collect::<Result<Vec<_>>>()?;
+    // The last insert goes out with what follows it: the lease's first
+    // statement, or the commit.
+    let last = inserts.pop();
+    for insert in inserts {
+        insert.execute(&mut tx).await?;
+    }
+    let claim = match (last, lease) {
+        (Some(last), Some(terms)) => {
+            let limit = terms.limit.min(made);
+            let (now, until, rules) = (terms.now, terms.lease_until, terms.rules);
+            lease_due_within_rules(tx, Some(last), now, until, limit, rules, token).await?
+        }
+        (Some(last), None) => {
+            last.execute_and_commit(tx).await?;
+            Claim::default()
+        }
+        (None, _) => {
+            tx.commit().await?;
+            Claim::default()
+        }
+    };
+    Ok((results, claim))
+}
+
+/// The insert of a chunk of new deliveries, pending and due at once.
+fn insert_deliveries<'q>(chunk: &[&'q Delivery]) -> Result<Bound<'q>> {
+    let mut insert = Bound {
+        sql: format!(
             "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
                next_attempt_at, give_up_at, created_at, updated_at) VALUES {}",
             rows(chunk.len(), "(?, ?, ?, ?, 'pending', ?, ?, ?, ?)")
-        );
-        let mut q = sqlx::query(&sql);
-        for d in chunk {
-            q = q
-                .bind(&d.id)
-                .bind(&d.account_id)
-                .bind(&d.event_id)
-                .bind(&d.endpoint_id)
-                .bind(d.created_at)
-                .bind(d.give_up_at)
-                .bind(d.created_at)
-                .bind(d.created_at);
-        }
-        q.execute(&mut *tx).await?;
+        ),
+        args: SqliteArguments::default(),
+        count: 0,
+    };
+    for &d in chunk {
+        insert.add(&d.id)?;
+        insert.add(&d.account_id)?;
+        insert.add(&d.event_id)?;
+        insert.add(&d.endpoint_id)?;
+        insert.add(d.created_at)?;
+        insert.add(d.give_up_at)?;
+        insert.add(d.created_at)?;
+        insert.add(d.created_at)?;
     }
-    let mut claim = Claim::default();
-    if let Some(terms) = lease.filter(|_| made > 0) {
-        let limit = terms.limit.min(made);
-        claim = lease_due_within_rules(
-            &mut tx,
-            terms.now,
-            terms.lease_until,
-            limit,
-            terms.rules,
-            token,
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok((results, claim))
+    Ok(insert)
 }

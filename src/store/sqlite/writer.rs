@@ -1,0 +1,213 @@
+//! SQLite's one connection for the delivery path's writes, held behind a
+//! lock rather than in a pool, and transactions on it that cost no round
+//! trip of their own where the caller can help it.
+//!
+//! Every command is a round trip to sqlx's SQLite thread, and at low load
+//! each one wakes a sleeping thread (perf over the 10 % phase: three
+//! quarters of those threads' time in the kernel's scheduler). A pooled
+//! connection pings that thread every time it goes back to the pool, and
+//! a transaction sqlx begins with `BEGIN IMMEDIATE` asks it once more
+//! whether one began: with `BEGIN` and `COMMIT` that was four round trips
+//! of bookkeeping a transaction. Here `BEGIN IMMEDIATE` goes out in the
+//! same command as the transaction's first statement, and the caller may
+//! send `COMMIT` in the one of its last.
+
+use std::{
+    ops::{Deref, DerefMut},
+    sync::Arc,
+    time::Duration,
+};
+
+use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions, Connection, SqliteConnection};
+use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
+
+/// How long a write waits for the connection before it gives up, as the
+/// pool it replaces did: the writes queued ahead of it are stuck.
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The connection, `None` once the store is closed.
+#[derive(Debug, Clone)]
+pub(crate) struct Writer(Arc<Mutex<Option<SqliteConnection>>>);
+
+/// The connection, held: nothing else writes through it meanwhile.
+pub(crate) type Held = OwnedMappedMutexGuard<Option<SqliteConnection>, SqliteConnection>;
+
+impl Writer {
+    pub(in crate::store) async fn connect(options: &SqliteConnectOptions) -> sqlx::Result<Self> {
+        Ok(Self(Arc::new(Mutex::new(Some(options.connect().await?)))))
+    }
+
+    /// The connection, once the writes queued ahead of this one are done
+    /// (a fair lock: in the order they asked).
+    pub(crate) async fn lock(&self) -> sqlx::Result<Held> {
+        let held = tokio::time::timeout(WAIT, self.0.clone().lock_owned())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?;
+        OwnedMutexGuard::try_map(held, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
+    }
+
+    /// A transaction, begun with its first statement (`WriteTx::sql`).
+    pub(crate) async fn begin(&self) -> sqlx::Result<WriteTx> {
+        Ok(WriteTx {
+            held: Some(self.lock().await?),
+            begun: false,
+            ended: false,
+        })
+    }
+
+    /// Closes the connection once the writes queued ahead are done; later
+    /// writes fail as on a closed pool.
+    pub(crate) async fn close(&self) {
+        if let Some(conn) = self.0.lock().await.take() {
+            // Closing only finishes what the thread has; an error here
+            // has nothing left to lose.
+            let _ = conn.close().await;
+        }
+    }
+}
+
+/// A transaction on the writer. Dropped before it ends (an error the
+/// caller passed on with `?`, a caller cancelled mid-way), it is rolled
+/// back by a task of its own, which holds the connection until then.
+pub(crate) struct WriteTx {
+    /// `None` only while dropping.
+    held: Option<Held>,
+    /// Its `BEGIN` went out, or may have.
+    begun: bool,
+    /// Committed.
+    ended: bool,
+}
+
+impl WriteTx {
+    /// `sql`, with the transaction's `BEGIN IMMEDIATE` ahead of it in the
+    /// same command if that has not gone out yet. Immediate: the write
+    /// lock first, as a read's snapshot that another process's commit
+    /// has passed cannot become a write (SQLITE_BUSY_SNAPSHOT, at once,
+    /// whatever the busy timeout).
+    pub(crate) fn sql(&mut self, sql: &str) -> String {
+        if std::mem::replace(&mut self.begun, true) {
+            sql.to_owned()
+        } else {
+            format!("BEGIN IMMEDIATE; {sql}")
+        }
+    }
+
+    /// `sql` (as `sql` gives it) and then `COMMIT`, for the transaction's
+    /// last statement; `committed` says it ran.
+    pub(crate) fn sql_then_commit(&mut self, sql: &str) -> String {
+        format!("{}; COMMIT", self.sql(sql))
+    }
+
+    /// The statement from `sql_then_commit` ran: its `COMMIT` with it.
+    pub(crate) fn committed(mut self) {
+        self.ended = true;
+    }
+
+    pub(crate) async fn commit(mut self) -> sqlx::Result<()> {
+        if self.begun {
+            sqlx::query("COMMIT").execute(&mut *self).await?;
+        }
+        self.ended = true;
+        Ok(())
+    }
+}
+
+impl Deref for WriteTx {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        self.held.as_ref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        self.held.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for WriteTx {
+    fn drop(&mut self) {
+        if !self.begun || self.ended {
+            return;
+        }
+        let (Some(mut held), Ok(runtime)) =
+            (self.held.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        runtime.spawn(async move {
+            // Fails only where there is nothing to roll back: the `BEGIN`
+            // itself failed, or SQLite already rolled back on the error.
+            let _ = sqlx::query("ROLLBACK").execute(&mut *held).await;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn writer(dir: &tempfile::TempDir) -> (Writer, SqliteConnectOptions) {
+        let options = SqliteConnectOptions::new()
+            .filename(dir.path().join("w.db"))
+            .create_if_missing(true);
+        let writer = Writer::connect(&options).await.unwrap();
+        let mut held = writer.lock().await.unwrap();
+        sqlx::query("CREATE TABLE t (n INTEGER)")
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        (writer, options)
+    }
+
+    async fn count(options: &SqliteConnectOptions) -> i64 {
+        let mut other = options.connect().await.unwrap();
+        sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&mut other)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_transaction_is_one_with_its_first_and_last_statements() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, options) = writer(&dir).await;
+        let mut tx = writer.begin().await.unwrap();
+        let first = tx.sql("INSERT INTO t VALUES (1)");
+        sqlx::query(&first).execute(&mut *tx).await.unwrap();
+        assert_eq!(count(&options).await, 0, "not committed yet");
+        let last = tx.sql_then_commit("INSERT INTO t VALUES (2)");
+        sqlx::query(&last).execute(&mut *tx).await.unwrap();
+        tx.committed();
+        assert_eq!(count(&options).await, 2);
+    }
+
+    #[tokio::test]
+    async fn a_transaction_dropped_mid_way_is_rolled_back_before_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, options) = writer(&dir).await;
+        let mut tx = writer.begin().await.unwrap();
+        let first = tx.sql("INSERT INTO t VALUES (1)");
+        sqlx::query(&first).execute(&mut *tx).await.unwrap();
+        drop(tx);
+        let mut held = writer.lock().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (3)")
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        drop(held);
+        assert_eq!(count(&options).await, 1, "only the write after it");
+    }
+
+    #[tokio::test]
+    async fn a_closed_writer_refuses_writes_as_a_closed_pool_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, _) = writer(&dir).await;
+        writer.close().await;
+        assert!(matches!(
+            writer.lock().await,
+            Err(sqlx::Error::PoolClosed)
+        ));
+    }
+}
