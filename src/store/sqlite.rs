@@ -27,8 +27,8 @@ use crate::clock::Timestamp;
 
 mod writer;
 
-pub(crate) use writer::Writer;
 use writer::WriteTx;
+pub(crate) use writer::Writer;
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     let options: SqliteConnectOptions = parse_options(url)?;

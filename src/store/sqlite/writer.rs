@@ -205,9 +205,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (writer, _) = writer(&dir).await;
         writer.close().await;
-        assert!(matches!(
-            writer.lock().await,
-            Err(sqlx::Error::PoolClosed)
-        ));
+        assert!(matches!(writer.lock().await, Err(sqlx::Error::PoolClosed)));
     }
 }
