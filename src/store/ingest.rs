@@ -270,6 +270,10 @@ impl Ingester {
                             workers.take(leased, offer);
                             Ok(inserted)
                         }
+                        // The database itself (locked, unreachable): the
+                        // same write without the lease would wait as long
+                        // again before the producer hears it.
+                        Err(e) if e.is_unavailable() => Err(e),
                         // The events come first: a lease that fails (a row
                         // that will not decode, say) must not refuse them
                         // too. The claim loops meet the same fault and back
