@@ -42,6 +42,7 @@ impl Engine {
             deliveries: claimed,
             held_back,
             read_along,
+            ..
         } = crate::metrics::timed(
             "dakghar_db_claim_seconds",
             self.store.claim(

@@ -39,6 +39,7 @@ impl Workers for Engine {
             deliveries,
             held_back,
             read_along,
+            ..
         } = leased;
         if held_back {
             self.held_back.store(true, Ordering::Release);
@@ -59,6 +60,9 @@ impl Workers for Engine {
                 for delivery in &deliveries {
                     let _ = self.store.release_claim(delivery, terms.now).await;
                 }
+                // Its ingest woke no one if the lease left nothing due:
+                // other nodes on the file claim what went back.
+                self.wake().await;
                 return;
             }
             match self

@@ -87,11 +87,15 @@ async fn store(
         crate::metrics::timed("dakghar_db_ingest_seconds", ctx.ingester.insert(new)).await;
     match inserted {
         Ok(inserted) => {
-            // Even when its group leased all of its deliveries: the lease
-            // may have taken older work first (it takes the oldest due),
-            // and work that waits for a loop that backed off after a
-            // fault is retried at each ingest, as before the leases.
-            ctx.engine.wake().await;
+            // Unless its group's lease left nothing due that could start
+            // now: a lease may take older work before the group's own
+            // (the oldest due first), and work that waits for a loop that
+            // backed off after a fault is retried at each ingest, as
+            // before the leases. A woken loop that finds nothing still
+            // costs two reads and their round trips.
+            if !inserted.nothing_left_due {
+                ctx.engine.wake().await;
+            }
             Ok(Ingested {
                 deliveries: inserted.deliveries,
                 created: true,

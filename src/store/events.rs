@@ -20,6 +20,9 @@ pub struct NewEvent {
 pub struct InsertedEvent {
     pub event: Event,
     pub deliveries: Vec<Delivery>,
+    /// Its group's lease (SQLite, `Workers`) left nothing due that a
+    /// claim could start now: no claim loop need be woken for it.
+    pub nothing_left_due: bool,
 }
 
 #[derive(Debug, Default, Clone)]

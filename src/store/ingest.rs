@@ -148,6 +148,7 @@ pub(super) fn fan_out<B: Borrow<NewIngest>>(
                     traceparent: item.traceparent.clone(),
                 },
                 deliveries,
+                nothing_left_due: false,
             })
         })
         .collect()
@@ -236,7 +237,9 @@ pub struct LeaseOffer {
 }
 
 /// What an ingest group may lease, as a claim would at `now`: at most
-/// `limit` due deliveries, and never more than the group made.
+/// `limit` due deliveries, of the endpoints it made deliveries for, and
+/// of each at most one more than it made (the one more, when there is
+/// none, says no older work waits there). Also the terms of a claim.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseTerms {
     pub now: Timestamp,
@@ -304,6 +307,7 @@ impl Ingester {
 /// of the group it leased is in flight in the answer, and the event of
 /// each is in hand for the attempt (`ReadAlong`). A leased delivery the
 /// group did not make (an older one was due first) is read as usual.
+/// Each answer says whether the lease left anything due.
 pub(super) fn leased_in_group(inserted: &mut [Result<InsertedEvent>], claim: &mut Claim) {
     let leased: HashMap<&str, &Delivery> = claim
         .deliveries
@@ -311,6 +315,7 @@ pub(super) fn leased_in_group(inserted: &mut [Result<InsertedEvent>], claim: &mu
         .map(|d| (d.id.as_str(), d))
         .collect();
     for i in inserted.iter_mut().flatten() {
+        i.nothing_left_due = claim.drained;
         for d in &mut i.deliveries {
             if let Some(held) = leased.get(d.id.as_str()) {
                 *d = Delivery::clone(held);

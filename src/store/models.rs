@@ -460,6 +460,9 @@ pub struct Replay {
 pub struct Claim {
     pub deliveries: Vec<Delivery>,
     pub held_back: bool,
+    /// It left nothing due that a claim could start now (SQLite; `false`
+    /// where unknown): no claim loop need look.
+    pub drained: bool,
     pub read_along: ReadAlong,
 }
 

@@ -56,9 +56,10 @@ impl Store {
     }
 
     /// `insert_events`, and in the same transaction (SQLite) a claim of
-    /// the due deliveries `lease` allows, at most as many as the batch
-    /// made: the claim's rules hold as in `claim`. Each delivery of the
-    /// batch it leased is in flight in the answers.
+    /// the due deliveries `lease` allows (`LeaseTerms`): the claim's rules
+    /// hold as in `claim`. Each delivery of the batch it leased is in
+    /// flight in the answers, and each answer says whether the lease
+    /// left anything due that could start now.
     pub async fn insert_events_leasing(
         &self,
         batch: &[NewIngest],

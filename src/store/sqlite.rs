@@ -214,6 +214,8 @@ struct Take {
     rate: i64,
     slots: i64,
     take: i64,
+    /// How many it could start now, were the claim's limit no bound.
+    startable: i64,
 }
 
 /// The endpoints give their oldest due rows, the longest-waiting endpoint
@@ -241,7 +243,13 @@ pub(super) async fn claim_due(
         });
     }
     let tx = writer.begin().await?;
-    lease_due_within_rules(tx, None, now, lease_until, limit, rules, token).await
+    let terms = LeaseTerms {
+        now,
+        lease_until,
+        limit,
+        rules,
+    };
+    lease_due_within_rules(tx, None, terms, None, token).await
 }
 
 /// A statement with its arguments, to run in the same command as the
@@ -281,16 +289,24 @@ impl<'q> Bound<'q> {
 /// The claim itself, in the caller's transaction (begun with its first
 /// statement if not yet), which it commits: the rows leased within every
 /// endpoint's slots, rate and circuit and every host's cap,
-/// longest-waiting endpoint first.
+/// longest-waiting endpoint first. For an ingest `group` (how many
+/// deliveries it made for each endpoint), only of the endpoints it made
+/// deliveries for, and for each at most one more than it made: getting
+/// fewer says no older work waits there, so the claim can say whether it
+/// left anything due (`Claim::drained`).
 async fn lease_due_within_rules(
     mut tx: WriteTx,
     before: Option<Bound<'_>>,
-    now: Timestamp,
-    lease_until: Timestamp,
-    limit: i64,
-    rules: ClaimRules,
+    terms: LeaseTerms,
+    group: Option<&HashMap<&str, i64>>,
     token: &str,
 ) -> Result<Claim> {
+    let LeaseTerms {
+        now,
+        lease_until,
+        limit,
+        rules,
+    } = terms;
     let window = rules.rate_window(now);
     // `before` goes out in the same command, a round trip fewer.
     let mut open_slots = match before {
@@ -324,6 +340,8 @@ async fn lease_due_within_rules(
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut held_back = false;
     let mut committed = false;
+    // Due work the claim's limit left that could start now.
+    let mut left_startable = false;
     let mut unasked = open;
     // Each round asks every endpoint it can for as many rows as it may
     // start, as though each had that many due; one that had fewer leaves
@@ -334,6 +352,16 @@ async fn lease_due_within_rules(
         let mut round: Vec<Take> = Vec::new();
         let mut later = Vec::new();
         for (endpoint_id, host, rate, free, slots) in unasked {
+            let made = match group.map(|g| g.get(endpoint_id.as_str())) {
+                None => None,
+                Some(Some(&made)) => Some(made),
+                // Another endpoint's due work: the claim loops'.
+                Some(None) => {
+                    left_startable |= free > 0;
+                    held_back |= slots <= 0;
+                    continue;
+                }
+            };
             let host_asked = rules.host_cap > 0
                 && host
                     .as_ref()
@@ -351,7 +379,8 @@ async fn lease_due_within_rules(
                 held_back = true;
                 continue;
             }
-            let take = free.min(left).min(host_free);
+            let startable = free.min(host_free);
+            let take = startable.min(left).min(made.map_or(i64::MAX, |m| m + 1));
             if take <= 0 {
                 continue;
             }
@@ -362,9 +391,11 @@ async fn lease_due_within_rules(
                 rate,
                 slots,
                 take,
+                startable,
             });
         }
         if round.is_empty() {
+            left_startable |= !later.is_empty();
             break;
         }
         // The last round that has nothing to write after it commits with
@@ -392,6 +423,9 @@ async fn lease_due_within_rules(
             // Every free slot taken: more may wait for one (or none did;
             // the wake-up that costs is one claim).
             held_back |= n >= t.slots;
+            // As many as it asked, fewer than it could start: more may be
+            // due.
+            left_startable |= n == t.take && t.take < t.startable;
             if let (Some(h), true) = (&t.host, rules.host_cap > 0) {
                 *hosts.entry(h.clone()).or_insert(0) += n;
             }
@@ -418,6 +452,7 @@ async fn lease_due_within_rules(
     Ok(Claim {
         deliveries,
         held_back,
+        drained: !left_startable,
         ..Claim::default()
     })
 }
@@ -662,7 +697,10 @@ pub(super) async fn insert_events(
     let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
     let new = ingest::new_deliveries(&results);
-    let made = new.len() as i64;
+    let mut made: HashMap<&str, i64> = HashMap::new();
+    for d in &new {
+        *made.entry(d.endpoint_id.as_str()).or_default() += 1;
+    }
     let mut inserts = new
         .chunks(INSERT_CHUNK)
         .map(insert_deliveries)
@@ -675,9 +713,7 @@ pub(super) async fn insert_events(
     }
     let claim = match (last, lease) {
         (Some(last), Some(terms)) => {
-            let limit = terms.limit.min(made);
-            let (now, until, rules) = (terms.now, terms.lease_until, terms.rules);
-            lease_due_within_rules(tx, Some(last), now, until, limit, rules, token).await?
+            lease_due_within_rules(tx, Some(last), terms, Some(&made), token).await?
         }
         (Some(last), None) => {
             last.execute_and_commit(tx).await?;

@@ -1026,9 +1026,11 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
 
 /// On SQLite an ingest group leases for this node's workers, in its own
 /// transaction, what it made due: within a claim's rules (a full
-/// endpoint's slots, a paused endpoint), its limit, and never more than
-/// it made. Its answers say which of its deliveries are in flight, and
-/// the claim carries their events. Postgres leases nothing there.
+/// endpoint's slots, a paused endpoint), its limit, and of each endpoint
+/// at most one more than it made. Its answers say which of its
+/// deliveries are in flight and whether it left anything due that could
+/// start now, and the claim carries their events. Postgres leases
+/// nothing there.
 async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
@@ -1080,9 +1082,17 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         .insert_events_leasing(&group("narrow", &["a", "b", "c"]), Some(terms(100)))
         .await
         .unwrap();
+    let left_nothing_due = |inserted: &[Result<dakghar::store::InsertedEvent, StoreError>]| {
+        inserted
+            .iter()
+            .all(|r| r.as_ref().unwrap().nothing_left_due)
+    };
     if !store.leases_at_ingest() {
-        assert!(claim.deliveries.is_empty() && !claim.held_back);
+        assert!(claim.deliveries.is_empty() && !claim.held_back && !claim.drained);
         assert!(in_flight(&inserted).is_empty());
+        assert!(inserted
+            .iter()
+            .all(|r| !r.as_ref().unwrap().nothing_left_due));
         let claimed = store.claim_due(now, lease_until, 100, rules).await.unwrap();
         assert_eq!(claimed.len(), 2, "the claim loops take them as before");
         return;
@@ -1093,6 +1103,10 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         "narrow's two slots; the paused endpoint's deliveries wait"
     );
     assert!(claim.held_back, "narrow's third waits for a slot");
+    assert!(
+        claim.drained && left_nothing_due(&inserted),
+        "nothing that could start now: narrow is full, the other paused"
+    );
     for d in &claim.deliveries {
         assert_eq!(d.state, DeliveryState::InFlight);
         assert_eq!(d.lease_until, Some(lease_until.millis()));
@@ -1112,21 +1126,56 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         .unwrap();
     assert_eq!(claim.deliveries.len(), 2, "its limit");
     assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
+    assert!(
+        !claim.drained && !left_nothing_due(&inserted),
+        "its limit left roomy's third due"
+    );
     let (inserted, claim) = store
         .insert_events_leasing(&group("roomy", &["g"]), Some(terms(100)))
         .await
         .unwrap();
     assert_eq!(
         endpoints_of(&claim.deliveries),
-        [roomy.id.as_str()],
-        "no more than it made, though roomy had two due"
+        [roomy.id.as_str(); 2],
+        "one more than it made: roomy's third was due before it"
     );
     assert!(claim.held_back, "narrow is still full");
-    // The oldest due goes first: `g` itself may be left for the loops.
-    assert!(in_flight(&inserted).len() <= 1);
+    assert!(!claim.drained, "it got as many as it asked: more may wait");
+    assert_eq!(in_flight(&inserted).len(), 1);
     let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
-    assert_eq!(rest.len(), 1, "one roomy delivery left for the loops");
-    assert_ne!(rest[0].id, claim.deliveries[0].id);
+    assert!(rest.is_empty(), "nothing left for the loops");
+
+    let (inserted, claim) = store
+        .insert_events_leasing(&group("roomy", &["h"]), Some(terms(100)))
+        .await
+        .unwrap();
+    assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
+    assert_eq!(claim.deliveries.len(), 1);
+    assert!(
+        claim.drained && left_nothing_due(&inserted),
+        "it asked for one more than it made and got none: nothing else waits"
+    );
+
+    store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://other.example/", &["other"]),
+            now,
+        )
+        .await
+        .unwrap();
+    store.insert_events(&group("other", &["i"])).await.unwrap();
+    let (_, claim) = store
+        .insert_events_leasing(&group("roomy", &["j"]), Some(terms(100)))
+        .await
+        .unwrap();
+    assert_eq!(
+        claim.deliveries.len(),
+        1,
+        "only of the endpoints it made for"
+    );
+    assert!(!claim.drained, "another endpoint's due work is the loops'");
+    let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
+    assert_eq!(endpoints_of(&rest).len(), 1);
 }
 
 /// An endpoint with fewer due than it may take leaves the rest of the
