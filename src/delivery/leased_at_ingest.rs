@@ -60,9 +60,6 @@ impl Workers for Engine {
                 for delivery in &deliveries {
                     let _ = self.store.release_claim(delivery, terms.now).await;
                 }
-                // Its ingest woke no one if the lease left nothing due:
-                // other nodes on the file claim what went back.
-                self.wake().await;
                 return;
             }
             match self
@@ -72,9 +69,9 @@ impl Workers for Engine {
                 Ok(round) => self.settle_and_wake(round, kept).await,
                 Err(e) => {
                     tracing::error!(target: LOG_TARGET, error = %e, "could not start what an ingest leased; handed back");
-                    // Its ingest's wake-up came before they were handed
-                    // back: one claims them again (and backs off if the
-                    // fault holds).
+                    // A loop claims them again (and backs off if the fault
+                    // holds); their ingest woke none if its lease left
+                    // nothing else due.
                     self.wake.notify_one();
                 }
             }

@@ -339,14 +339,14 @@ async fn lease_due_within_rules(
     };
     let mut deliveries: Vec<Delivery> = Vec::new();
     let mut held_back = false;
-    let mut committed = false;
     // Due work the claim's limit left that could start now.
     let mut left_startable = false;
     let mut unasked = open;
     // Each round asks every endpoint it can for as many rows as it may
-    // start, as though each had that many due; one that had fewer leaves
-    // room to the endpoints the round could not ask (the claim's limit
-    // was spoken for, or their host's cap), which the next asks.
+    // start (of a group's endpoints, at most one more than it made), as
+    // though each had that many due; one that had fewer leaves room to
+    // the endpoints the round could not ask (the claim's limit was spoken
+    // for, or their host's cap), which the next asks.
     loop {
         let mut left = limit - deliveries.len() as i64;
         let mut round: Vec<Take> = Vec::new();
@@ -398,14 +398,10 @@ async fn lease_due_within_rules(
             left_startable |= !later.is_empty();
             break;
         }
-        // The last round that has nothing to write after it commits with
-        // its lease.
-        let last = later.is_empty() && round.iter().all(|t| t.rate <= 0);
-        let sql = if last {
-            tx.sql_then_commit(&lease_due(round.len()))
-        } else {
-            tx.sql(&lease_due(round.len()))
-        };
+        // Not with the commit in the same command: a row that fails to
+        // decode must roll the lease back, and rows are decoded here, after
+        // sqlx's thread has run the whole command.
+        let sql = tx.sql(&lease_due(round.len()));
         let mut q = sqlx::query_as::<_, Delivery>(&sql)
             .bind(now.millis())
             .bind(lease_until.millis())
@@ -414,7 +410,6 @@ async fn lease_due_within_rules(
             q = q.bind(&t.endpoint_id).bind(t.take);
         }
         let leased = q.fetch_all(&mut *tx).await?;
-        committed = last;
         for t in round {
             let n = leased
                 .iter()
@@ -444,11 +439,7 @@ async fn lease_due_within_rules(
             break;
         }
     }
-    if committed {
-        tx.committed();
-    } else {
-        tx.commit().await?;
-    }
+    tx.commit().await?;
     Ok(Claim {
         deliveries,
         held_back,
@@ -616,7 +607,14 @@ pub(super) async fn insert_events(
     lease: Option<LeaseTerms>,
     token: &str,
 ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
-    let accounts = ingest::accounts(batch);
+    let mut accounts = ingest::accounts(batch);
+    // The list padded to a power of two with its last id: the first
+    // command's text depends on it and on the first chunk's size, and
+    // each text is one more in the writer's statement cache.
+    let padded = accounts.len().next_power_of_two();
+    if let Some(last) = accounts.last().cloned() {
+        accounts.resize(padded, last);
+    }
     // Read in the first command, ahead of its insert (the endpoints do not
     // depend on the events): a round trip fewer. Each row of that command
     // says which statement it came from.
@@ -712,7 +710,12 @@ pub(super) async fn insert_events(
         insert.execute(&mut tx).await?;
     }
     let claim = match (last, lease) {
-        (Some(last), Some(terms)) => {
+        (Some(last), Some(mut terms)) => {
+            // Due as of the latest of the group's own times: a wall clock
+            // stepped back since would hide them from the lease, which
+            // would then say it left nothing due.
+            let newest = batch.iter().map(|n| n.now).max();
+            terms.now = newest.map_or(terms.now, |n| n.max(terms.now));
             lease_due_within_rules(tx, Some(last), terms, Some(&made), token).await?
         }
         (Some(last), None) => {

@@ -1156,7 +1156,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         "it asked for one more than it made and got none: nothing else waits"
     );
 
-    store
+    let other = store
         .create_endpoint(
             new_endpoint(&acc.id, "https://other.example/", &["other"]),
             now,
@@ -1175,7 +1175,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     );
     assert!(!claim.drained, "another endpoint's due work is the loops'");
     let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
-    assert_eq!(endpoints_of(&rest).len(), 1);
+    assert_eq!(endpoints_of(&rest), [other.id.as_str()]);
 }
 
 /// An endpoint with fewer due than it may take leaves the rest of the
@@ -2252,4 +2252,54 @@ async fn results_wait_out_another_process_writing_the_file() {
         store.deliveries_of_events(&acc.id, &["e1"]).await.unwrap()[0].state(),
         Some(DeliveryState::Delivered)
     );
+}
+
+/// A lease whose rows will not decode fails its ingest group whole: the
+/// lease's commit is its own command, after the rows are read, so
+/// nothing of the group stays written (and leased under a token no one
+/// holds) behind the error. Here an older due delivery's `attempts` is
+/// text that no `i64` decodes, and the group's lease takes it (one more
+/// than the group made).
+#[tokio::test]
+async fn a_lease_whose_rows_will_not_decode_leaves_nothing_written() {
+    let db = crate::helpers::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let now = TestClock::starting_now().now();
+    let acc = acme_with_an_endpoint(&store, now, &[]).await;
+    let old = to_ingest(event(&acc.id, "old", "t"), now);
+    store.insert_events(&[old]).await.unwrap();
+    store
+        .execute_script("UPDATE deliveries SET attempts = 'not a number'")
+        .await
+        .unwrap();
+    let terms = dakghar::store::LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit: 100,
+        rules: dakghar::store::ClaimRules::default(),
+    };
+    let new = to_ingest(event(&acc.id, "new", "t"), now);
+    let failed = store
+        .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
+        .await;
+    assert!(failed.is_err(), "the old row does not decode");
+
+    assert!(
+        matches!(store.event(&acc.id, "new").await, Err(StoreError::NotFound)),
+        "the event is not stored"
+    );
+    store
+        .execute_script("UPDATE deliveries SET attempts = 0")
+        .await
+        .unwrap();
+    let old = store.deliveries_of_event(&acc.id, "old").await.unwrap();
+    assert_eq!(old.len(), 1);
+    assert_eq!(old[0].state, DeliveryState::Pending, "not left leased");
+    assert_eq!(old[0].claim_token, None);
+    let again = store.insert_events(&[new]).await.unwrap();
+    assert!(
+        again[0].is_ok(),
+        "the same event is written once the fault is gone"
+    );
+    db.finish().await;
 }

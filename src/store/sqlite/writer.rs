@@ -27,51 +27,86 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// The connection, `None` once the store is closed.
 #[derive(Debug, Clone)]
-pub(crate) struct Writer(Arc<Mutex<Option<SqliteConnection>>>);
+pub(crate) struct Writer(Arc<Mutex<Option<Slot>>>);
+
+#[derive(Debug)]
+pub(crate) struct Slot {
+    conn: SqliteConnection,
+    /// A transaction was dropped before it ended: whoever holds the
+    /// connection next rolls it back first.
+    left_open: bool,
+}
 
 /// The connection, held: nothing else writes through it meanwhile.
-pub(crate) type Held = OwnedMappedMutexGuard<Option<SqliteConnection>, SqliteConnection>;
+pub(crate) type Held = OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>;
 
 impl Writer {
     pub(in crate::store) async fn connect(options: &SqliteConnectOptions) -> sqlx::Result<Self> {
-        Ok(Self(Arc::new(Mutex::new(Some(options.connect().await?)))))
+        let conn = options.connect().await?;
+        Ok(Self(Arc::new(Mutex::new(Some(Slot {
+            conn,
+            left_open: false,
+        })))))
     }
 
     /// The connection, once the writes queued ahead of this one are done
     /// (a fair lock: in the order they asked).
     pub(crate) async fn lock(&self) -> sqlx::Result<Held> {
-        let held = tokio::time::timeout(WAIT, self.0.clone().lock_owned())
-            .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)?;
-        OwnedMutexGuard::try_map(held, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
+        Ok(OwnedMappedMutexGuard::map(self.slot().await?, |s| {
+            &mut s.conn
+        }))
     }
 
     /// A transaction, begun with its first statement (`WriteTx::sql`).
     pub(crate) async fn begin(&self) -> sqlx::Result<WriteTx> {
         Ok(WriteTx {
-            held: Some(self.lock().await?),
+            slot: self.slot().await?,
+            writer: self.clone(),
             begun: false,
             ended: false,
         })
     }
 
+    async fn slot(&self) -> sqlx::Result<OwnedMappedMutexGuard<Option<Slot>, Slot>> {
+        let held = tokio::time::timeout(WAIT, self.0.clone().lock_owned())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?;
+        let mut slot =
+            OwnedMutexGuard::try_map(held, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
+        if slot.left_open {
+            match sqlx::query("ROLLBACK").execute(&mut slot.conn).await {
+                Ok(_) => {}
+                // Nothing to roll back: the `BEGIN` itself failed, or
+                // SQLite rolled back on the error.
+                Err(sqlx::Error::Database(e))
+                    if e.message().contains("no transaction is active") => {}
+                // Still open: the next holder tries again.
+                Err(e) => return Err(e),
+            }
+            slot.left_open = false;
+        }
+        Ok(slot)
+    }
+
     /// Closes the connection once the writes queued ahead are done; later
     /// writes fail as on a closed pool.
     pub(crate) async fn close(&self) {
-        if let Some(conn) = self.0.lock().await.take() {
+        if let Some(slot) = self.0.lock().await.take() {
             // Closing only finishes what the thread has; an error here
             // has nothing left to lose.
-            let _ = conn.close().await;
+            let _ = slot.conn.close().await;
         }
     }
 }
 
 /// A transaction on the writer. Dropped before it ends (an error the
 /// caller passed on with `?`, a caller cancelled mid-way), it is rolled
-/// back by a task of its own, which holds the connection until then.
+/// back before the connection's next use, and a task of its own takes
+/// the connection to do it at once: until then the file's write lock is
+/// held against every other connection.
 pub(crate) struct WriteTx {
-    /// `None` only while dropping.
-    held: Option<Held>,
+    slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
+    writer: Writer,
     /// Its `BEGIN` went out, or may have.
     begun: bool,
     /// Committed.
@@ -93,7 +128,9 @@ impl WriteTx {
     }
 
     /// `sql` (as `sql` gives it) and then `COMMIT`, for the transaction's
-    /// last statement; `committed` says it ran.
+    /// last statement; `committed` says it ran. Only for a statement
+    /// whose rows, if any, cannot fail to decode: they are decoded after
+    /// the commit has run.
     pub(crate) fn sql_then_commit(&mut self, sql: &str) -> String {
         format!("{}; COMMIT", self.sql(sql))
     }
@@ -116,13 +153,13 @@ impl Deref for WriteTx {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        self.held.as_ref().expect("held until dropped")
+        &self.slot.conn
     }
 }
 
 impl DerefMut for WriteTx {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        self.held.as_mut().expect("held until dropped")
+        &mut self.slot.conn
     }
 }
 
@@ -131,16 +168,14 @@ impl Drop for WriteTx {
         if !self.begun || self.ended {
             return;
         }
-        let (Some(mut held), Ok(runtime)) =
-            (self.held.take(), tokio::runtime::Handle::try_current())
-        else {
-            return;
-        };
-        runtime.spawn(async move {
-            // Fails only where there is nothing to roll back: the `BEGIN`
-            // itself failed, or SQLite already rolled back on the error.
-            let _ = sqlx::query("ROLLBACK").execute(&mut *held).await;
-        });
+        self.slot.left_open = true;
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let writer = self.writer.clone();
+            runtime.spawn(async move {
+                // Its error is the next writer's too, which tries again.
+                let _ = writer.lock().await;
+            });
+        }
     }
 }
 
@@ -151,7 +186,8 @@ mod tests {
     async fn writer(dir: &tempfile::TempDir) -> (Writer, SqliteConnectOptions) {
         let options = SqliteConnectOptions::new()
             .filename(dir.path().join("w.db"))
-            .create_if_missing(true);
+            .create_if_missing(true)
+            .busy_timeout(Duration::from_millis(100));
         let writer = Writer::connect(&options).await.unwrap();
         let mut held = writer.lock().await.unwrap();
         sqlx::query("CREATE TABLE t (n INTEGER)")
@@ -198,6 +234,34 @@ mod tests {
             .unwrap();
         drop(held);
         assert_eq!(count(&options).await, 1, "only the write after it");
+    }
+
+    #[tokio::test]
+    async fn a_transaction_whose_begin_failed_leaves_the_writer_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, options) = writer(&dir).await;
+        let mut other = options.connect().await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        let mut tx = writer.begin().await.unwrap();
+        let first = tx.sql("INSERT INTO t VALUES (1)");
+        let busy = sqlx::query(&first).execute(&mut *tx).await;
+        assert!(busy.is_err(), "the other connection holds the write lock");
+        drop(tx);
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        let mut held = writer.lock().await.unwrap();
+        sqlx::query("INSERT INTO t VALUES (2)")
+            .execute(&mut *held)
+            .await
+            .unwrap();
+        drop(held);
+        assert_eq!(
+            count(&options).await,
+            1,
+            "written, not held in a transaction"
+        );
     }
 
     #[tokio::test]
