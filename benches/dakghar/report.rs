@@ -227,6 +227,12 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
         );
         let _ = writeln!(
             o,
+            "| The generator's lag at {:.0} % load (scheduled send to sending; counted in both figures above) | {} | | | |",
+            l.load * 100.0,
+            spread_ms(&l.lag)
+        );
+        let _ = writeln!(
+            o,
             "| Server's view at {:.0} % load (its /metrics) | {} | | | |",
             l.load * 100.0,
             steps(&l.steps_ms)
