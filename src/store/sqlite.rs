@@ -257,8 +257,6 @@ pub(super) async fn claim_due(
 struct Bound<'q> {
     sql: String,
     args: SqliteArguments<'q>,
-    /// How many arguments it takes, for the numbered ones after it.
-    count: usize,
 }
 
 impl<'q> Bound<'q> {
@@ -267,7 +265,6 @@ impl<'q> Bound<'q> {
         T: sqlx::Encode<'q, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + 'q,
     {
         self.args.add(value).map_err(sqlx::Error::Encode)?;
-        self.count += 1;
         Ok(())
     }
 
@@ -310,14 +307,14 @@ async fn lease_due_within_rules(
     let window = rules.rate_window(now);
     // `before` goes out in the same command, a round trip fewer.
     let mut open_slots = match before {
+        // Its parameters come first; the slot count's are numbered after.
         Some(b) => Bound {
-            sql: format!("{}; {}", b.sql, open_slots(b.count + 1)),
+            sql: format!("{}; {}", b.sql, open_slots(b.args.len() + 1)),
             ..b
         },
         None => Bound {
             sql: OPEN_SLOTS.clone(),
             args: SqliteArguments::default(),
-            count: 0,
         },
     };
     open_slots.add(now.millis())?;
@@ -739,7 +736,6 @@ fn insert_deliveries<'q>(chunk: &[&'q Delivery]) -> Result<Bound<'q>> {
             rows(chunk.len(), "(?, ?, ?, ?, 'pending', ?, ?, ?, ?)")
         ),
         args: SqliteArguments::default(),
-        count: 0,
     };
     for &d in chunk {
         insert.add(&d.id)?;
