@@ -256,12 +256,11 @@ impl Store {
         Ok(())
     }
 
-    /// SQLite's connection for the delivery path's writes (every SQLite
-    /// store has one).
-    fn sqlite_writer(&self) -> Result<&sqlite::Writer> {
+    /// SQLite's connection for the delivery path's writes and its claim
+    /// turn (every SQLite store has them).
+    fn sqlite_writer(&self) -> Result<&SqliteWriter> {
         self.writer
             .as_ref()
-            .map(|w| &w.conn)
             .ok_or_else(|| StoreError::Config("this SQLite store has no writer".into()))
     }
 

@@ -75,7 +75,7 @@ impl Store {
             ),
             Pool::Sqlite(_) => {
                 let token = lease.map(|_| self.claim_token()).unwrap_or_default();
-                sqlite::insert_events(self.sqlite_writer()?, batch, lease, &token).await?
+                sqlite::insert_events(&self.sqlite_writer()?.conn, batch, lease, &token).await?
             }
         };
         in_due_order(&mut claim.deliveries);
@@ -117,11 +117,9 @@ impl Store {
                 // the last and paying a claim's fixed cost (its slot count,
                 // its commit) again; one at a time, a claim leases what
                 // came due while it waited.
-                let _turn = match &self.writer {
-                    Some(w) => Some(w.claim_turn.lock().await),
-                    None => None,
-                };
-                sqlite::claim_due(reader, writer, now, lease_until, limit, rules, &token).await?
+                let _turn = writer.claim_turn.lock().await;
+                let conn = &writer.conn;
+                sqlite::claim_due(reader, conn, now, lease_until, limit, rules, &token).await?
             }
             Pool::Postgres(p) => {
                 retry_moved(|| postgres::claim_due(p, now, lease_until, limit, rules, &token))
@@ -159,7 +157,7 @@ impl Store {
     /// that delivered is marked healthy once, as of its latest success.
     pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
         match &self.pool {
-            Pool::Sqlite(_) => sqlite::complete_attempts(self.sqlite_writer()?, batch).await,
+            Pool::Sqlite(_) => sqlite::complete_attempts(&self.sqlite_writer()?.conn, batch).await,
             Pool::Postgres(p) => retry_moved(|| postgres::complete_attempts(p, batch)).await,
         }
     }
@@ -373,8 +371,8 @@ impl Store {
         let mut inputs = BatchInputs::default();
         // One query each, side by side: what the claim did not read along
         // (on SQLite all of a claim's, a lease's endpoints) is on the way
-        // of the first attempt, and neither needs the other. If a row will not decode, one query per
-        // id, so that row alone is broken.
+        // of the first attempt, and neither needs the other. If a row will
+        // not decode, one query per id, so that row alone is broken.
         let (all_endpoints, all_events) = tokio::join!(
             self.endpoints_by_id(&endpoint_ids),
             self.events_of_deliveries(&batch)
