@@ -189,12 +189,14 @@ mod tests {
             .create_if_missing(true)
             .busy_timeout(Duration::from_millis(100));
         let writer = Writer::connect(&options).await.unwrap();
-        let mut held = writer.lock().await.unwrap();
-        sqlx::query("CREATE TABLE t (n INTEGER)")
-            .execute(&mut *held)
-            .await
-            .unwrap();
+        write_alone(&writer, "CREATE TABLE t (n INTEGER)").await;
         (writer, options)
+    }
+
+    /// `sql` through the writer, outside any transaction.
+    async fn write_alone(writer: &Writer, sql: &str) {
+        let mut held = writer.lock().await.unwrap();
+        sqlx::query(sql).execute(&mut *held).await.unwrap();
     }
 
     async fn count(options: &SqliteConnectOptions) -> i64 {
@@ -227,12 +229,7 @@ mod tests {
         let first = tx.sql("INSERT INTO t VALUES (1)");
         sqlx::query(&first).execute(&mut *tx).await.unwrap();
         drop(tx);
-        let mut held = writer.lock().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (3)")
-            .execute(&mut *held)
-            .await
-            .unwrap();
-        drop(held);
+        write_alone(&writer, "INSERT INTO t VALUES (3)").await;
         assert_eq!(count(&options).await, 1, "only the write after it");
     }
 
@@ -251,12 +248,7 @@ mod tests {
         assert!(busy.is_err(), "the other connection holds the write lock");
         drop(tx);
         sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-        let mut held = writer.lock().await.unwrap();
-        sqlx::query("INSERT INTO t VALUES (2)")
-            .execute(&mut *held)
-            .await
-            .unwrap();
-        drop(held);
+        write_alone(&writer, "INSERT INTO t VALUES (2)").await;
         assert_eq!(
             count(&options).await,
             1,
