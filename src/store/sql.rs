@@ -48,12 +48,3 @@ pub(super) fn endpoint_succeeded_set(at: &str, delivered: &str, first_started: &
 
 /// What every exit of a claim clears: the claim is no one's any more.
 pub(super) const UNCLAIMED: &str = "claimed_at = NULL, lease_until = NULL, claim_token = NULL";
-
-/// Spends `$3` starts of the rate budget `$1` in the window that starts at
-/// `$2`; a new window starts from nothing. The claim checks the budget
-/// first, under the same lock.
-pub(super) const SPEND_RATE: &str = "INSERT INTO rate_windows (key, window_start, used) \
-     VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET \
-       used = CASE WHEN rate_windows.window_start = excluded.window_start \
-                   THEN rate_windows.used + excluded.used ELSE excluded.used END, \
-       window_start = excluded.window_start";

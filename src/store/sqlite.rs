@@ -20,7 +20,7 @@ use super::{
     completion::{answered, distinct_runs, healthy_endpoints, Completion, Outcome},
     ingest::{self, LeaseTerms, NewIngest},
     parse_options,
-    sql::{endpoint_succeeded_set, placeholders, SPEND_RATE, UNCLAIMED},
+    sql::{endpoint_succeeded_set, placeholders, UNCLAIMED},
     Claim, Delivery, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -172,6 +172,15 @@ async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules
         .await?
         .is_some())
 }
+
+/// Spends `$3` starts of the rate budget `$1` in the window that starts at
+/// `$2`; a new window starts from nothing. The claim checks the budget
+/// first, under the same lock.
+const SPEND_RATE: &str = "INSERT INTO rate_windows (key, window_start, used) \
+     VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET \
+       used = CASE WHEN rate_windows.window_start = excluded.window_start \
+                   THEN rate_windows.used + excluded.used ELSE excluded.used END, \
+       window_start = excluded.window_start";
 
 /// Attempts in flight per receiver host, for the per-host cap.
 const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
