@@ -328,6 +328,12 @@ fn claim_rows(o: &mut String, c: &claims::Figures) {
             c.queued, c.endpoints
         );
     }
+    let (per_sec, calls) = c.with_rules;
+    let _ = writeln!(
+        o,
+        "| Claims alone, 1 claimer, a default rate limit and a per-host cap on (too high to bind) | {per_sec:.0} deliveries/s ({calls:.0} claims of ≤ 100/s) | {:.2} × without them | | |",
+        per_sec / one.max(1e-9)
+    );
 }
 
 /// graphile-worker's burn-down beside Dakghar's of the same size, and
