@@ -173,19 +173,30 @@ async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules
         .is_some())
 }
 
-/// Spends `$3` starts of the rate budget `$1` in the window that starts at
-/// `$2`; a new window starts from nothing. The claim checks the budget
-/// first, under the same lock.
-const SPEND_RATE: &str = "INSERT INTO rate_windows (key, window_start, used) \
-     VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET \
-       used = CASE WHEN rate_windows.window_start = excluded.window_start \
-                   THEN rate_windows.used + excluded.used ELSE excluded.used END, \
-       window_start = excluded.window_start";
+/// Spends starts of rate budgets, one `(key, window start, starts)` row
+/// each of `n`; a new window starts from nothing. The claim checks the
+/// budgets first, under the same lock.
+fn spend_rates(n: usize) -> String {
+    format!(
+        "INSERT INTO rate_windows (key, window_start, used) VALUES {} \
+         ON CONFLICT (key) DO UPDATE SET \
+           used = CASE WHEN rate_windows.window_start = excluded.window_start \
+                       THEN rate_windows.used + excluded.used ELSE excluded.used END, \
+           window_start = excluded.window_start",
+        rows(n, "(?, ?, ?)")
+    )
+}
 
-/// Attempts in flight per receiver host, for the per-host cap.
-const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
+/// Attempts in flight per receiver host, for the per-host cap, in rows
+/// shaped like `open_slots`'s with no id and the count as `free`: it goes
+/// out in the same command, a round trip fewer.
+const HOSTS_IN_FLIGHT: &str = "SELECT NULL, e.host, 0, count(*), 0 FROM deliveries d \
      JOIN endpoints e ON e.id = d.endpoint_id \
      WHERE d.state = 'in_flight' AND e.host IS NOT NULL GROUP BY e.host";
+
+/// A row of `open_slots`, `(id, host, rate, free, slots)`, or with no id
+/// one of `HOSTS_IN_FLIGHT`'s.
+type SlotRow = (Option<String>, Option<String>, i64, i64, i64);
 
 /// Most endpoints one lease statement names (SQLite allows 500 parts to
 /// a compound SELECT).
@@ -329,21 +340,27 @@ async fn lease_due_within_rules(
     open_slots.add(now.millis())?;
     open_slots.add(rules.default_rate)?;
     open_slots.add(window)?;
+    if rules.host_cap > 0 {
+        open_slots.sql = format!("{}; {HOSTS_IN_FLIGHT}", open_slots.sql);
+    }
     let sql = tx.sql(&open_slots.sql);
-    let open: Vec<(String, Option<String>, i64, i64, i64)> =
-        sqlx::query_as_with(&sql, open_slots.args)
-            .fetch_all(&mut *tx)
-            .await?;
-    let mut hosts: HashMap<String, i64> = if rules.host_cap > 0 && !open.is_empty() {
-        sqlx::query_as(HOSTS_IN_FLIGHT)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect()
-    } else {
-        HashMap::new()
-    };
+    let rows: Vec<SlotRow> = sqlx::query_as_with(&sql, open_slots.args)
+        .fetch_all(&mut *tx)
+        .await?;
+    let mut open = Vec::with_capacity(rows.len());
+    let mut hosts: HashMap<String, i64> = HashMap::new();
+    for row in rows {
+        match row {
+            (Some(id), host, rate, free, slots) => open.push((id, host, rate, free, slots)),
+            (None, Some(host), _, in_flight, _) => {
+                hosts.insert(host, in_flight);
+            }
+            (None, None, ..) => {}
+        }
+    }
     let mut deliveries: Vec<Delivery> = Vec::new();
+    // Each endpoint's rate budget the claim spent: (its key, starts).
+    let mut spent: Vec<(String, i64)> = Vec::new();
     let mut held_back = false;
     // Due work the claim's limit left that could start now.
     let mut left_startable = false;
@@ -431,12 +448,7 @@ async fn lease_due_within_rules(
                 *hosts.entry(h.clone()).or_insert(0) += n;
             }
             if t.rate > 0 && n > 0 {
-                sqlx::query(SPEND_RATE)
-                    .bind(format!("start:{}", t.endpoint_id))
-                    .bind(window)
-                    .bind(n)
-                    .execute(&mut *tx)
-                    .await?;
+                spent.push((format!("start:{}", t.endpoint_id), n));
             }
         }
         deliveries.extend(leased);
@@ -445,7 +457,23 @@ async fn lease_due_within_rules(
             break;
         }
     }
-    tx.commit().await?;
+    // Every endpoint is asked once a claim, so no later round reads what
+    // an earlier spent: the spending waits for the commit's command, one
+    // statement for them all, not a round trip for each.
+    if spent.is_empty() {
+        tx.commit().await?;
+    } else {
+        let mut spend = Bound {
+            sql: spend_rates(spent.len()),
+            args: SqliteArguments::default(),
+        };
+        for (key, n) in spent {
+            spend.add(key)?;
+            spend.add(window)?;
+            spend.add(n)?;
+        }
+        spend.execute_and_commit(tx).await?;
+    }
     Ok(Claim {
         deliveries,
         held_back,

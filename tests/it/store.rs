@@ -998,17 +998,25 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         .await
         .unwrap();
     let rated = endpoint("rated", |e| e.rate_limit_per_sec = Some(2)).await;
+    let metered = endpoint("metered", |e| e.rate_limit_per_sec = Some(3)).await;
     due("rated", 5).await;
+    due("metered", 5).await;
     assert_eq!(
         claim(100, rules).await,
-        (2, false),
-        "held by the rate limit, which freed slots do not lift"
+        (5, false),
+        "each held by its own rate limit, which freed slots do not lift"
     );
-    assert_eq!(claim(100, rules).await, (0, false), "the rate limit alone");
-    store
-        .set_endpoint_state(&acc.id, &rated.id, EndpointState::Paused, None, now)
-        .await
-        .unwrap();
+    assert_eq!(
+        claim(100, rules).await,
+        (0, false),
+        "the rate limits alone: one claim spent both budgets"
+    );
+    for id in [&rated.id, &metered.id] {
+        store
+            .set_endpoint_state(&acc.id, id, EndpointState::Paused, None, now)
+            .await
+            .unwrap();
+    }
 
     endpoint("hosted", |_| {}).await;
     due("hosted", 3).await;
@@ -1020,6 +1028,11 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         claim(100, host_cap).await,
         (2, true),
         "the host's slots, not the endpoint's, ran out"
+    );
+    assert_eq!(
+        claim(100, host_cap).await,
+        (0, true),
+        "the host's attempts in flight count against its cap"
     );
     assert_eq!(claim(100, rules).await, (1, false), "the last one");
 }
