@@ -103,22 +103,38 @@ fn display_path(path: &Path) -> String {
 /// is now. `claim_slots(k)` numbers the three from `$k`, for a command
 /// whose statements before it take `k - 1` parameters.
 fn claim_slots(first: usize) -> String {
+    slots_of(&format!("({})", endpoint_terms(first, "")), "")
+}
+
+/// `claim_slots`'s terms of each endpoint, as they are stored:
+/// `(id, host, rate, spent, free)`, `free` not yet within the rate's
+/// budget, then the `extra` columns (of `e`, the endpoint).
+fn endpoint_terms(first: usize, extra: &str) -> String {
     let (now, rate, window) = (first, first + 1, first + 2);
     format!(
-        "SELECT s.id, s.host, s.rate, \
-       CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
-            ELSE s.free END AS free, s.free AS slots \
-     FROM (SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, ${rate}) AS rate, \
+        "SELECT e.id, e.host, COALESCE(e.rate_limit_per_sec, ${rate}) AS rate, \
        COALESCE((SELECT w.used FROM rate_windows w \
                  WHERE w.key = 'start:' || e.id AND w.window_start = ${window}), 0) AS spent, \
        CASE WHEN e.circuit_state <> 'closed' THEN 1 \
             WHEN e.adaptive_cap IS NOT NULL AND e.adaptive_cap < e.max_in_flight THEN e.adaptive_cap \
             ELSE e.max_in_flight END \
          - (SELECT count(*) FROM deliveries b \
-            WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free \
+            WHERE b.endpoint_id = e.id AND b.state = 'in_flight') AS free{extra} \
      FROM endpoints e \
      WHERE e.state = 'active' AND (e.circuit_state <> 'open' OR e.circuit_open_until <= ${now}) \
-       AND (e.throttled_until IS NULL OR e.throttled_until <= ${now})) s"
+       AND (e.throttled_until IS NULL OR e.throttled_until <= ${now})"
+    )
+}
+
+/// `claim_slots`'s rows of `terms` (`endpoint_terms`' rows, a table or a
+/// subquery in parentheses), then the `extra` columns (of `s`, a row of
+/// `terms`).
+fn slots_of(terms: &str, extra: &str) -> String {
+    format!(
+        "SELECT s.id, s.host, s.rate, \
+       CASE WHEN s.rate > 0 AND s.rate - s.spent < s.free THEN s.rate - s.spent \
+            ELSE s.free END AS free, s.free AS slots{extra} \
+     FROM {terms} s"
     )
 }
 
