@@ -142,16 +142,22 @@ fn slots_of(terms: &str, extra: &str) -> String {
 /// (`slots` ≤ 0: held back, a claim says so), the longest-waiting first:
 /// `(id, host, rate, free, slots)`, the parameters of `claim_slots(first)`.
 fn open_slots(first: usize) -> String {
-    // Materialized: flattened, SQLite evaluated each probe twice.
+    // Each endpoint's terms materialized: flattened into the expressions
+    // that name them, SQLite counted each endpoint's attempts in flight
+    // three times and read its rate budget twice. With 1 000 endpoints'
+    // work due (1 M rows): 5.9 -> 4.5 ms of CPU a statement, and with a
+    // rate limit set (the production default) 8.2 -> 4.0 ms.
     format!(
-        "WITH s AS MATERIALIZED ( \
-           SELECT s.id, s.host, s.rate, s.free, s.slots, (SELECT d.next_attempt_at FROM deliveries d \
-             WHERE d.endpoint_id = s.id AND d.state = 'pending' \
-             ORDER BY d.next_attempt_at LIMIT 1) AS at \
-           FROM ({}) s) \
-         SELECT id, host, rate, free, slots FROM s WHERE (free > 0 OR slots <= 0) AND at <= ${first} \
-         ORDER BY at",
-        claim_slots(first)
+        "WITH t AS MATERIALIZED ({}) \
+         SELECT id, host, rate, free, slots FROM ({}) \
+         WHERE (free > 0 OR slots <= 0) AND at <= ${first} ORDER BY at",
+        endpoint_terms(
+            first,
+            ", (SELECT d.next_attempt_at FROM deliveries d \
+               WHERE d.endpoint_id = e.id AND d.state = 'pending' \
+               ORDER BY d.next_attempt_at LIMIT 1) AS at"
+        ),
+        slots_of("t", ", s.at")
     )
 }
 
