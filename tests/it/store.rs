@@ -41,6 +41,7 @@ on_both_backends!(
     claims_leave_no_more_in_flight_than_allowed,
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
     an_ingest_group_leases_what_it_made_as_a_claim_would,
+    an_ingest_groups_lease_keeps_the_rate_and_host_limits,
     a_claim_fills_its_limit_past_endpoints_with_less_due,
     a_claimed_batch_comes_with_its_events_and_endpoints,
     concurrent_claimers_never_share_a_delivery,
@@ -1189,6 +1190,85 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     assert!(!claim.drained, "another endpoint's due work is the loops'");
     let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
     assert_eq!(endpoints_of(&rest), [other.id.as_str()]);
+}
+
+/// An ingest group's lease keeps the installation-wide limits as a claim
+/// does (on Postgres, which does not lease at ingest, the claim itself):
+/// a default rate limit and a per-host cap, counted and spent in the
+/// same transaction, so the next claim in the same second sees both.
+async fn an_ingest_groups_lease_keeps_the_rate_and_host_limits(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let lease_until = now.plus(Duration::from_secs(300));
+    let rules = dakghar::store::ClaimRules {
+        default_rate: 2,
+        host_cap: 3,
+    };
+    let acc = store.create_account("acme", now).await.unwrap();
+    let endpoint = |url: &str| {
+        let e = new_endpoint(&acc.id, url, &["paid"]);
+        let store = &store;
+        async move { store.create_endpoint(e, now).await.unwrap() }
+    };
+    let first = endpoint("https://shared.example/first").await;
+    let second = endpoint("https://shared.example/second").await;
+    let elsewhere = endpoint("https://elsewhere.example/").await;
+    let batch: Vec<NewIngest> = ["a", "b", "c"]
+        .iter()
+        .map(|id| to_ingest(event(&acc.id, id, "paid"), now))
+        .collect();
+    let claim = if store.leases_at_ingest() {
+        let terms = dakghar::store::LeaseTerms {
+            now,
+            lease_until,
+            limit: 100,
+            rules,
+        };
+        let (inserted, claim) = store
+            .insert_events_leasing(&batch, Some(terms))
+            .await
+            .unwrap();
+        for i in inserted {
+            i.unwrap();
+        }
+        claim
+    } else {
+        for i in store.insert_events(&batch).await.unwrap() {
+            i.unwrap();
+        }
+        store.claim(now, lease_until, 100, rules).await.unwrap()
+    };
+    let taken = endpoints_of(&claim.deliveries);
+    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    // Either shared endpoint may be asked first.
+    let shared = [count(&first.id), count(&second.id)];
+    assert_eq!(
+        (
+            shared.iter().sum::<usize>(),
+            shared.iter().max().copied(),
+            count(&elsewhere.id),
+            claim.held_back
+        ),
+        (3, Some(2), 2, true),
+        "two a second each, and three in flight to the shared host"
+    );
+
+    let again = store.claim(now, lease_until, 100, rules).await.unwrap();
+    assert_eq!(
+        (again.deliveries.len(), again.held_back),
+        (0, true),
+        "this second's budgets spent, the shared host full"
+    );
+    clock.advance(Duration::from_secs(1));
+    let next = store
+        .claim(clock.now(), lease_until, 100, rules)
+        .await
+        .unwrap();
+    assert_eq!(
+        endpoints_of(&next.deliveries),
+        [elsewhere.id.as_str()],
+        "a new second's budget; the shared host still full"
+    );
 }
 
 /// An endpoint with fewer due than it may take leaves the rest of the
