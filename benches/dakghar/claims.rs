@@ -49,7 +49,11 @@ pub async fn run(backend: &Backend, queued: usize, endpoints: usize, url: &str) 
     }
     // What the installation-wide limits cost a claim when they do not
     // bind: the checks and book-keeping a production default runs
-    // (SQLite: the hosts' counts and the rate budgets spent).
+    // (SQLite: the hosts' counts and the rate budgets spent). An upper
+    // bound: nothing settles what is claimed, so the attempts in flight
+    // the hosts' count reads grow to thousands over the run (a node holds
+    // its workers' batches), and with every endpoint on one host a claim
+    // asks one endpoint a round (each has 1 000 due, more than a claim).
     let loose = ClaimRules {
         default_rate: 1_000_000,
         host_cap: 1_000_000,

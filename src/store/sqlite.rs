@@ -106,7 +106,7 @@ fn claim_slots(first: usize) -> String {
     slots_of(&format!("({})", endpoint_terms(first, "")), "")
 }
 
-/// `claim_slots`'s terms of each endpoint, as they are stored:
+/// `claim_slots`'s terms of each endpoint, from its row and its counts:
 /// `(id, host, rate, spent, free)`, `free` not yet within the rate's
 /// budget, then the `extra` columns (of `e`, the endpoint).
 fn endpoint_terms(first: usize, extra: &str) -> String {
@@ -363,7 +363,8 @@ async fn lease_due_within_rules(
     open_slots.add(rules.default_rate)?;
     open_slots.add(window)?;
     if rules.host_cap > 0 {
-        open_slots.sql = format!("{}; {HOSTS_IN_FLIGHT}", open_slots.sql);
+        open_slots.sql.push_str("; ");
+        open_slots.sql.push_str(HOSTS_IN_FLIGHT);
     }
     let sql = tx.sql(&open_slots.sql);
     let rows: Vec<SlotRow> = sqlx::query_as_with(&sql, open_slots.args)
@@ -479,9 +480,10 @@ async fn lease_due_within_rules(
             break;
         }
     }
-    // Every endpoint is asked once a claim, so no later round reads what
-    // an earlier spent: the spending waits for the commit's command, one
-    // statement for them all, not a round trip for each.
+    // The claim read the budgets once, at its start, and asks an endpoint
+    // at most once, so no round depends on what an earlier one spent: the
+    // spending waits for the commit's command, one statement for them
+    // all, not a round trip for each.
     if spent.is_empty() {
         tx.commit().await?;
     } else {
