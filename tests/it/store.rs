@@ -22,6 +22,11 @@ fn endpoints_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<S
     ids
 }
 
+/// How many of the deliveries go to the endpoint `id`.
+fn how_many_to(deliveries: &[Delivery], id: &str) -> usize {
+    deliveries.iter().filter(|d| d.endpoint_id == id).count()
+}
+
 /// The deliveries' own ids, sorted.
 fn ids_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<String> {
     let mut ids: Vec<String> = deliveries.into_iter().map(|d| d.id.clone()).collect();
@@ -1238,8 +1243,7 @@ async fn an_ingest_groups_lease_keeps_the_rate_and_host_limits(store: Store) {
         }
         store.claim(now, lease_until, 100, rules).await.unwrap()
     };
-    let taken = endpoints_of(&claim.deliveries);
-    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    let count = |id: &str| how_many_to(&claim.deliveries, id);
     // Either shared endpoint may be asked first.
     let shared = [count(&first.id), count(&second.id)];
     assert_eq!(
@@ -1308,8 +1312,7 @@ async fn a_claim_fills_its_limit_past_endpoints_with_less_due(store: Store) {
     let lease = now.plus(Duration::from_secs(300));
     let rules = dakghar::store::ClaimRules::default();
     let claim = store.claim(now, lease, 6, rules).await.unwrap();
-    let taken = endpoints_of(&claim.deliveries);
-    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    let count = |id: &str| how_many_to(&claim.deliveries, id);
     assert_eq!(
         (count(&short.id), count(&long.id)),
         (2, 4),
@@ -1333,8 +1336,7 @@ async fn a_claim_fills_its_limit_past_endpoints_with_less_due(store: Store) {
         ..rules
     };
     let claim = store.claim(now, lease, 100, host_cap).await.unwrap();
-    let taken = endpoints_of(&claim.deliveries);
-    let count = |id: &str| taken.iter().filter(|e| *e == id).count();
+    let count = |id: &str| how_many_to(&claim.deliveries, id);
     assert_eq!(
         (count(&few.id), count(&many.id), claim.held_back),
         (2, 3, true),
