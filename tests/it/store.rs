@@ -27,6 +27,14 @@ fn how_many_to(deliveries: &[Delivery], id: &str) -> usize {
     deliveries.iter().filter(|d| d.endpoint_id == id).count()
 }
 
+/// Pauses the account's endpoint `id`, so claims pass its work over.
+async fn pause(store: &Store, account_id: &str, id: &str, now: Timestamp) {
+    store
+        .set_endpoint_state(account_id, id, EndpointState::Paused, None, now)
+        .await
+        .unwrap();
+}
+
 /// The deliveries' own ids, sorted.
 fn ids_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<String> {
     let mut ids: Vec<String> = deliveries.into_iter().map(|d| d.id.clone()).collect();
@@ -999,10 +1007,7 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         "nothing to take, and work held all the same"
     );
 
-    store
-        .set_endpoint_state(&acc.id, &narrow.id, EndpointState::Paused, None, now)
-        .await
-        .unwrap();
+    pause(&store, &acc.id, &narrow.id, now).await;
     let rated = endpoint("rated", |e| e.rate_limit_per_sec = Some(2)).await;
     let metered = endpoint("metered", |e| e.rate_limit_per_sec = Some(3)).await;
     due("rated", 5).await;
@@ -1018,10 +1023,7 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
         "the rate limits alone: one claim spent both budgets"
     );
     for id in [&rated.id, &metered.id] {
-        store
-            .set_endpoint_state(&acc.id, id, EndpointState::Paused, None, now)
-            .await
-            .unwrap();
+        pause(&store, &acc.id, id, now).await;
     }
 
     endpoint("hosted", |_| {}).await;
@@ -1072,10 +1074,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         )
         .await
         .unwrap();
-    store
-        .set_endpoint_state(&acc.id, &paused.id, EndpointState::Paused, None, now)
-        .await
-        .unwrap();
+    pause(&store, &acc.id, &paused.id, now).await;
     let roomy = store
         .create_endpoint(
             new_endpoint(&acc.id, "https://roomy.example/", &["roomy"]),
@@ -1320,10 +1319,7 @@ async fn a_claim_fills_its_limit_past_endpoints_with_less_due(store: Store) {
     );
 
     for id in [&short.id, &long.id] {
-        store
-            .set_endpoint_state(&acc.id, id, EndpointState::Paused, None, now)
-            .await
-            .unwrap();
+        pause(&store, &acc.id, id, now).await;
     }
     let few = endpoint("https://shared.example/few", "few").await;
     let many = endpoint("https://shared.example/many", "many").await;
