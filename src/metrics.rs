@@ -112,6 +112,11 @@ pub fn describe() {
         Unit::Seconds,
         "From an attempt's answer to its result committed (group commit)"
     );
+    describe_histogram!(
+        "dakghar_db_writer_hold_seconds",
+        Unit::Seconds,
+        "SQLite only: how long each write held the node's one write connection; the sum's rate is the share of the time it was busy (near 1: writes queue for it)"
+    );
     describe_counter!(
         "dakghar_throttles_total",
         "429/503 answers that held a whole endpoint, by status"
@@ -160,6 +165,7 @@ pub fn start_at_zero() {
         "dakghar_db_ingest_seconds",
         "dakghar_db_claim_seconds",
         "dakghar_db_record_seconds",
+        "dakghar_db_writer_hold_seconds",
     ] {
         // Registered without a sample: its buckets, sum and count render at 0.
         drop(histogram!(name));

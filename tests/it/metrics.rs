@@ -41,6 +41,7 @@ fn value(text: &str, series: &str) -> f64 {
 }
 
 async fn metrics_move_when_deliveries_happen(store: Store) {
+    let store_is_sqlite = store.backend() == dakghar::store::Backend::Sqlite;
     let api = Api::new(store).await;
     let rx = Receiver::start().await;
     let ep = api.endpoint(&rx).await;
@@ -94,6 +95,17 @@ async fn metrics_move_when_deliveries_happen(store: Store) {
     assert!(moved("dakghar_db_claim_seconds_count") >= 2.0);
     assert!(moved("dakghar_db_record_seconds_count") >= 3.0);
     assert!(after.contains(r#"dakghar_db_claim_seconds_bucket{le="0.0005"}"#));
+    // SQLite's one write connection, held by every write above (the
+    // series is at 0 on Postgres, and shared by the tests that run
+    // meanwhile, so only SQLite's can be asked to move here).
+    if store_is_sqlite {
+        assert!(
+            moved("dakghar_db_writer_hold_seconds_count") >= 5.0,
+            "{after}"
+        );
+        assert!(moved("dakghar_db_writer_hold_seconds_sum") > 0.0, "{after}");
+    }
+    assert!(after.contains("# HELP dakghar_db_writer_hold_seconds"));
     assert_eq!(
         value(&after, r#"dakghar_queue_depth{state="pending"}"#),
         3.0,

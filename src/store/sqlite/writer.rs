@@ -15,7 +15,7 @@
 use std::{
     ops::{Deref, DerefMut},
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions, Connection, SqliteConnection};
@@ -38,7 +38,38 @@ pub(crate) struct Slot {
 }
 
 /// The connection, held: nothing else writes through it meanwhile.
-pub(crate) type Held = OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>;
+pub(crate) struct Held {
+    conn: OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>,
+    _held: HoldTimer,
+}
+
+impl Deref for Held {
+    type Target = SqliteConnection;
+
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Held {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+}
+
+/// How long the connection was held, in `HOLD_METRIC` when dropped. Every
+/// write of the node queues for this one connection: the sum's rate is
+/// the share of the time it was busy, the node's room to write more.
+struct HoldTimer(Instant);
+
+/// `/metrics` (SQLite only; see `HoldTimer`).
+pub(crate) const HOLD_METRIC: &str = "dakghar_db_writer_hold_seconds";
+
+impl Drop for HoldTimer {
+    fn drop(&mut self) {
+        metrics::histogram!(HOLD_METRIC).record(self.0.elapsed().as_secs_f64());
+    }
+}
 
 impl Writer {
     pub(in crate::store) async fn connect(options: &SqliteConnectOptions) -> sqlx::Result<Self> {
@@ -52,15 +83,18 @@ impl Writer {
     /// The connection, once the writes queued ahead of this one are done
     /// (a fair lock: in the order they asked).
     pub(crate) async fn lock(&self) -> sqlx::Result<Held> {
-        Ok(OwnedMappedMutexGuard::map(self.slot().await?, |s| {
-            &mut s.conn
-        }))
+        let slot = self.slot().await?;
+        Ok(Held {
+            conn: OwnedMappedMutexGuard::map(slot, |s| &mut s.conn),
+            _held: HoldTimer(Instant::now()),
+        })
     }
 
     /// A transaction, begun with its first statement (`WriteTx::sql`).
     pub(crate) async fn begin(&self) -> sqlx::Result<WriteTx> {
         Ok(WriteTx {
             slot: self.slot().await?,
+            _held: HoldTimer(Instant::now()),
             writer: self.clone(),
             begun: false,
             ended: false,
@@ -106,6 +140,7 @@ impl Writer {
 /// held against every other connection.
 pub(crate) struct WriteTx {
     slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
+    _held: HoldTimer,
     writer: Writer,
     /// Its `BEGIN` went out, or may have.
     begun: bool,
