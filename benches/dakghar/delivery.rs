@@ -32,8 +32,8 @@ pub struct Figures {
     pub burn_per_sec: f64,
     pub burn_peak_mib: f64,
     pub burn_cpu: cpu::PerDelivery,
-    /// Mean ms of each of `STEPS` over the burn-down.
-    pub burn_steps_ms: [f64; 5],
+    /// The server's own account of the burn-down.
+    pub burn_view: View,
     pub latency: Vec<Latency>,
     pub knee: Knee,
 }
@@ -99,9 +99,19 @@ pub struct Latency {
     /// From the scheduled send to the generator's sending it: its own
     /// lateness, which the figures above include.
     pub lag: Spread,
-    /// The server's own account (its /metrics, over this run only): the
-    /// mean ms of each of `STEPS`.
+    /// The server's own account of this run.
+    pub view: View,
+}
+
+/// The server's own account of a phase (its /metrics, over that phase
+/// only).
+pub struct View {
+    /// The mean ms of each of `STEPS`.
     pub steps_ms: [f64; 5],
+    /// SQLite: the share of the phase its one write connection was held
+    /// (`WRITER`), and how many times a second.
+    pub writer_held: f64,
+    pub writer_holds_per_sec: f64,
 }
 
 /// The server's own histograms read for the latency split, in order:
@@ -115,8 +125,12 @@ const STEPS: [&str; 5] = [
     "dakghar_db_record_seconds",
 ];
 
-/// (sum, count) of each of `STEPS` from the server's /metrics.
-async fn histograms(base: &str) -> [(f64, f64); 5] {
+/// How long each write held SQLite's one write connection.
+const WRITER: &str = "dakghar_db_writer_hold_seconds";
+
+/// (sum, count) of each of `STEPS`, then of `WRITER`, from the server's
+/// /metrics, and when they were read.
+async fn histograms(base: &str) -> ([(f64, f64); 6], Instant) {
     let text = reqwest::get(format!("{base}/metrics"))
         .await
         .unwrap()
@@ -131,24 +145,33 @@ async fn histograms(base: &str) -> [(f64, f64); 5] {
             })
             .unwrap_or(0.0)
     };
-    STEPS.map(|step| {
+    let read = std::array::from_fn(|k| {
+        let name = STEPS.get(k).unwrap_or(&WRITER);
         (
-            value(format!("{step}_sum ")),
-            value(format!("{step}_count ")),
+            value(format!("{name}_sum ")),
+            value(format!("{name}_count ")),
         )
-    })
+    });
+    (read, Instant::now())
 }
 
-/// Mean milliseconds of each step between two reads.
-fn step_means(before: &[(f64, f64); 5], after: &[(f64, f64); 5]) -> [f64; 5] {
-    std::array::from_fn(|k| {
-        let (sum, n) = (after[k].0 - before[k].0, after[k].1 - before[k].1);
-        if n > 0.0 {
-            sum / n * 1000.0
-        } else {
-            0.0
-        }
-    })
+/// What the server did between two reads of its histograms.
+fn view(before: &([(f64, f64); 6], Instant), after: &([(f64, f64); 6], Instant)) -> View {
+    let moved = |k: usize| (after.0[k].0 - before.0[k].0, after.0[k].1 - before.0[k].1);
+    let secs = after.1.duration_since(before.1).as_secs_f64().max(1e-9);
+    let (held, holds) = moved(STEPS.len());
+    View {
+        steps_ms: std::array::from_fn(|k| {
+            let (sum, n) = moved(k);
+            if n > 0.0 {
+                sum / n * 1000.0
+            } else {
+                0.0
+            }
+        }),
+        writer_held: held / secs,
+        writer_holds_per_sec: holds / secs,
+    }
 }
 
 pub async fn run(
@@ -201,7 +224,7 @@ pub async fn run(
         burned,
         per_sec: burn_per_sec,
         cpu: burn_cpu,
-        steps_ms: burn_steps_ms,
+        view: burn_view,
         peak_mib: burn_peak_mib,
     } = burn;
 
@@ -224,7 +247,7 @@ pub async fn run(
         burn_per_sec,
         burn_peak_mib,
         burn_cpu,
-        burn_steps_ms,
+        burn_view,
         latency,
         knee,
     }
@@ -282,7 +305,7 @@ pub struct Burn {
     pub burned: usize,
     pub per_sec: f64,
     pub cpu: cpu::PerDelivery,
-    pub steps_ms: [f64; 5],
+    pub view: View,
     pub peak_mib: f64,
 }
 
@@ -306,7 +329,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     }
     let per_sec = burned as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
-    let steps_ms = step_means(&steps_before, &histograms(&node.base).await);
+    let view = view(&steps_before, &histograms(&node.base).await);
     let (_, peak_mib) = node.memory();
     eprintln!(
         "  burn-down: {burned} in {:.1}s",
@@ -316,7 +339,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         burned,
         per_sec,
         cpu,
-        steps_ms,
+        view,
         peak_mib,
     };
     (burn, node)
@@ -435,7 +458,7 @@ async fn open_loop(
     let missing = want.saturating_sub(samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
     let lag = spread(lags);
-    let steps_ms = step_means(&before, &histograms(base).await);
+    let view = view(&before, &histograms(base).await);
     eprintln!(
         "  latency at {:.0}% ({:.0} deliveries/s): {} samples, {missing} missing; the generator's lag p50 {:.2} ms",
         load * 100.0,
@@ -451,6 +474,6 @@ async fn open_loop(
         refused: refused.load(Ordering::Relaxed),
         ingest,
         lag,
-        steps_ms,
+        view,
     }
 }

@@ -166,7 +166,7 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     let _ = writeln!(
         o,
         "| Server's view over the burn-down (its /metrics) | {} | | | |",
-        steps(&d.burn_steps_ms)
+        steps(&d.burn_view, r.backend)
     );
     let slack_ms = match r.backend {
         Backend::Sqlite => 1.0,
@@ -235,7 +235,7 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
             o,
             "| Server's view at {:.0} % load (its /metrics) | {} | | | |",
             l.load * 100.0,
-            steps(&l.steps_ms)
+            steps(&l.view, r.backend)
         );
     }
     let _ = writeln!(
@@ -392,11 +392,20 @@ fn machine() -> String {
 }
 
 /// The server's step means, named.
-fn steps(ms: &[f64; 5]) -> String {
-    format!(
+fn steps(view: &delivery::View, backend: &Backend) -> String {
+    let ms = &view.steps_ms;
+    let means = format!(
         "means: due → attempt start {:.2} ms · request {:.2} ms · ingest transaction {:.2} ms · claim {:.2} ms · result commit wait {:.2} ms",
         ms[0], ms[1], ms[2], ms[3], ms[4]
-    )
+    );
+    match backend {
+        Backend::Sqlite => format!(
+            "{means}; the one write connection held {:.0} % of the time ({:.0} writes a second)",
+            view.writer_held * 100.0,
+            view.writer_holds_per_sec
+        ),
+        Backend::Postgres(_) => means,
+    }
 }
 
 fn cores() -> usize {
