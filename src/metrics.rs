@@ -115,7 +115,7 @@ pub fn describe() {
     describe_histogram!(
         "dakghar_db_writer_hold_seconds",
         Unit::Seconds,
-        "SQLite only: how long each write held the node's one write connection; the sum's rate is the share of the time it was busy (near 1: writes queue for it)"
+        "SQLite (0 on Postgres): how long each hold of the node's one write connection lasted, from its handover; it carries ingest, claims and results, and the sum's rate is the share of the time it was busy (near 1: they queue for it)"
     );
     describe_counter!(
         "dakghar_throttles_total",

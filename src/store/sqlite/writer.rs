@@ -25,9 +25,13 @@ use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 /// pool it replaces did: the writes queued ahead of it are stuck.
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The connection, `None` once the store is closed.
 #[derive(Debug, Clone)]
-pub(crate) struct Writer(Arc<Mutex<Option<Slot>>>);
+pub(crate) struct Writer {
+    /// The connection, `None` once the store is closed.
+    slot: Arc<Mutex<Option<Slot>>>,
+    /// When the last holder let go (`HoldTimer`).
+    released: Arc<std::sync::Mutex<Instant>>,
+}
 
 #[derive(Debug)]
 pub(crate) struct Slot {
@@ -39,8 +43,9 @@ pub(crate) struct Slot {
 
 /// The connection, held: nothing else writes through it meanwhile.
 pub(crate) struct Held {
-    conn: OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>,
+    // Before the guard, so it stops before the next holder's starts.
     _held: HoldTimer,
+    conn: OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>,
 }
 
 impl Deref for Held {
@@ -57,56 +62,85 @@ impl DerefMut for Held {
     }
 }
 
-/// How long the connection was held, in `HOLD_METRIC` when dropped. Every
-/// write of the node queues for this one connection: the sum's rate is
-/// the share of the time it was busy, the node's room to write more.
-struct HoldTimer(Instant);
+/// How long the connection was held, in `HOLD_METRIC` when dropped. The
+/// delivery path's writes (ingest, claims, results) and the other writes
+/// made through it queue for this one connection, so the sum's rate says
+/// how much of the time they kept it busy.
+struct HoldTimer {
+    since: Instant,
+    released: Arc<std::sync::Mutex<Instant>>,
+}
 
-/// `/metrics` (SQLite only; see `HoldTimer`).
-pub(crate) const HOLD_METRIC: &str = "dakghar_db_writer_hold_seconds";
+/// `/metrics` (see `HoldTimer`).
+const HOLD_METRIC: &str = "dakghar_db_writer_hold_seconds";
 
 impl Drop for HoldTimer {
     fn drop(&mut self) {
-        metrics::histogram!(HOLD_METRIC).record(self.0.elapsed().as_secs_f64());
+        let now = Instant::now();
+        metrics::histogram!(HOLD_METRIC).record(now.duration_since(self.since).as_secs_f64());
+        *self.released.lock().unwrap_or_else(|e| e.into_inner()) = now;
     }
 }
 
 impl Writer {
     pub(in crate::store) async fn connect(options: &SqliteConnectOptions) -> sqlx::Result<Self> {
         let conn = options.connect().await?;
-        Ok(Self(Arc::new(Mutex::new(Some(Slot {
-            conn,
-            left_open: false,
-        })))))
+        Ok(Self {
+            slot: Arc::new(Mutex::new(Some(Slot {
+                conn,
+                left_open: false,
+            }))),
+            released: Arc::new(std::sync::Mutex::new(Instant::now())),
+        })
     }
 
     /// The connection, once the writes queued ahead of this one are done
     /// (a fair lock: in the order they asked).
     pub(crate) async fn lock(&self) -> sqlx::Result<Held> {
-        let slot = self.slot().await?;
+        let (slot, held) = self.slot().await?;
         Ok(Held {
+            _held: held,
             conn: OwnedMappedMutexGuard::map(slot, |s| &mut s.conn),
-            _held: HoldTimer(Instant::now()),
         })
     }
 
     /// A transaction, begun with its first statement (`WriteTx::sql`).
     pub(crate) async fn begin(&self) -> sqlx::Result<WriteTx> {
+        let (slot, held) = self.slot().await?;
         Ok(WriteTx {
-            slot: self.slot().await?,
-            _held: HoldTimer(Instant::now()),
+            _held: held,
+            slot,
             writer: self.clone(),
             begun: false,
             ended: false,
         })
     }
 
-    async fn slot(&self) -> sqlx::Result<OwnedMappedMutexGuard<Option<Slot>, Slot>> {
-        let held = tokio::time::timeout(WAIT, self.0.clone().lock_owned())
-            .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)?;
+    async fn slot(&self) -> sqlx::Result<(OwnedMappedMutexGuard<Option<Slot>, Slot>, HoldTimer)> {
+        let asked = Instant::now();
+        let (held, waited) = match self.slot.clone().try_lock_owned() {
+            Ok(held) => (held, false),
+            Err(_) => {
+                let held = tokio::time::timeout(WAIT, self.slot.clone().lock_owned())
+                    .await
+                    .map_err(|_| sqlx::Error::PoolTimedOut)?;
+                (held, true)
+            }
+        };
         let mut slot =
             OwnedMutexGuard::try_map(held, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
+        // The fair lock handed the connection over when the holder ahead let
+        // go, which under load can be well before this task runs again:
+        // that wait for a core is part of the hold.
+        let since = if waited {
+            asked.max(*self.released.lock().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            Instant::now()
+        };
+        let held = HoldTimer {
+            since,
+            released: Arc::clone(&self.released),
+        };
         if slot.left_open {
             match sqlx::query("ROLLBACK").execute(&mut slot.conn).await {
                 Ok(_) => {}
@@ -119,13 +153,13 @@ impl Writer {
             }
             slot.left_open = false;
         }
-        Ok(slot)
+        Ok((slot, held))
     }
 
     /// Closes the connection once the writes queued ahead are done; later
     /// writes fail as on a closed pool.
     pub(crate) async fn close(&self) {
-        if let Some(slot) = self.0.lock().await.take() {
+        if let Some(slot) = self.slot.lock().await.take() {
             // Closing only finishes what the thread has; an error here
             // has nothing left to lose.
             let _ = slot.conn.close().await;
@@ -139,8 +173,9 @@ impl Writer {
 /// the connection to do it at once: until then the file's write lock is
 /// held against every other connection.
 pub(crate) struct WriteTx {
-    slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
+    // Before the guard, so it stops before the next holder's starts.
     _held: HoldTimer,
+    slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
     writer: Writer,
     /// Its `BEGIN` went out, or may have.
     begun: bool,
