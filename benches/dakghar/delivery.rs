@@ -103,14 +103,18 @@ pub struct Latency {
     pub view: View,
 }
 
-/// The server's own account of a phase (its /metrics, over that phase
-/// only).
+/// The server's own account of a phase (its /metrics, read before and
+/// after it: an open-loop run's span starts 0.1 s before its first send
+/// and takes in the drain after its last; a burn-down's starts once the
+/// node answers).
 pub struct View {
     /// The mean ms of each of `STEPS`.
     pub steps_ms: [f64; 5],
-    /// SQLite: the share of the phase its one write connection was held
-    /// (`WRITER`), and how many times a second.
+    /// SQLite: the share of the span its one write connection was held
+    /// (`WRITER`).
     pub writer_held: f64,
+    /// SQLite: holds of that connection a second (an ingest group, a
+    /// batch of results or a claim each).
     pub writer_holds_per_sec: f64,
 }
 
@@ -127,6 +131,9 @@ const STEPS: [&str; 5] = [
 
 /// How long each write held SQLite's one write connection.
 const WRITER: &str = "dakghar_db_writer_hold_seconds";
+
+/// The histograms `histograms` reads: `STEPS`, then `WRITER`.
+const READ: [&str; 6] = [STEPS[0], STEPS[1], STEPS[2], STEPS[3], STEPS[4], WRITER];
 
 /// (sum, count) of each of `STEPS`, then of `WRITER`, from the server's
 /// /metrics, and when they were read.
@@ -145,8 +152,7 @@ async fn histograms(base: &str) -> ([(f64, f64); 6], Instant) {
             })
             .unwrap_or(0.0)
     };
-    let read = std::array::from_fn(|k| {
-        let name = STEPS.get(k).unwrap_or(&WRITER);
+    let read = READ.map(|name| {
         (
             value(format!("{name}_sum ")),
             value(format!("{name}_count ")),
@@ -329,7 +335,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     }
     let per_sec = burned as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
-    let view = view(&steps_before, &histograms(&node.base).await);
+    let seen = view(&steps_before, &histograms(&node.base).await);
     let (_, peak_mib) = node.memory();
     eprintln!(
         "  burn-down: {burned} in {:.1}s",
@@ -339,7 +345,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         burned,
         per_sec,
         cpu,
-        view,
+        view: seen,
         peak_mib,
     };
     (burn, node)
@@ -458,7 +464,7 @@ async fn open_loop(
     let missing = want.saturating_sub(samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
     let lag = spread(lags);
-    let view = view(&before, &histograms(base).await);
+    let seen = view(&before, &histograms(base).await);
     eprintln!(
         "  latency at {:.0}% ({:.0} deliveries/s): {} samples, {missing} missing; the generator's lag p50 {:.2} ms",
         load * 100.0,
@@ -474,6 +480,6 @@ async fn open_loop(
         refused: refused.load(Ordering::Relaxed),
         ingest,
         lag,
-        view,
+        view: seen,
     }
 }

@@ -400,7 +400,7 @@ fn steps(view: &delivery::View, backend: &Backend) -> String {
     );
     match backend {
         Backend::Sqlite => format!(
-            "{means}; the one write connection held {:.0} % of the time ({:.0} writes a second)",
+            "{means}; the one write connection held {:.0} % of the time ({:.0} holds a second)",
             view.writer_held * 100.0,
             view.writer_holds_per_sec
         ),
