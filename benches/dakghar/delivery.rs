@@ -47,8 +47,9 @@ pub struct Knee {
     /// `None`: not even the lowest load held.
     pub load: Option<f64>,
     pub per_sec: f64,
-    /// Each probe's load, p99, and whether it held.
-    pub probes: Vec<(f64, Duration, bool)>,
+    /// Each probe's load, p99, whether it held, and the machine's busy
+    /// share while its events went in.
+    pub probes: Vec<(f64, Duration, bool, f64)>,
 }
 
 /// Server CPU for one API request (`GET /healthz`), in µs: each on a new
@@ -101,6 +102,10 @@ pub struct Latency {
     pub lag: Spread,
     /// The server's own account of this run.
     pub view: View,
+    /// The share of the machine busy while the events went in (sends
+    /// and their answers): whether a load that does not hold ran out of
+    /// cores or waited on something else.
+    pub busy: f64,
 }
 
 /// The server's own account of a phase (its /metrics, read before and
@@ -269,9 +274,9 @@ async fn knee(
     burn_per_sec: f64,
     known: &[Latency],
 ) -> Knee {
-    let mut probes: Vec<(f64, Duration, bool)> = known
+    let mut probes: Vec<(f64, Duration, bool, f64)> = known
         .iter()
-        .map(|l| (l.load, l.spread.p99, l.holds()))
+        .map(|l| (l.load, l.spread.p99, l.holds(), l.busy))
         .collect();
     let mut held = probes.iter().filter(|p| p.2).map(|p| p.0).reduce(f64::max);
     let mut lo = held.unwrap_or(0.0);
@@ -286,12 +291,13 @@ async fn knee(
         let l = open_loop(rx, base, key, endpoints, burn_per_sec * load, load, &tag).await;
         let ok = l.holds();
         eprintln!(
-            "  knee probe at {:.0} %: p99 {:.1} ms, {}",
+            "  knee probe at {:.0} %: p99 {:.1} ms, {}, machine {:.0} % busy",
             load * 100.0,
             ms(l.spread.p99),
-            if ok { "holds" } else { "does not hold" }
+            if ok { "holds" } else { "does not hold" },
+            l.busy * 100.0
         );
-        probes.push((load, l.spread.p99, ok));
+        probes.push((load, l.spread.p99, ok, l.busy));
         if ok {
             lo = load;
             held = Some(load);
@@ -412,6 +418,7 @@ async fn open_loop(
     let start = Instant::now() + Duration::from_millis(100);
     let mut ticks = pace(start, gap, n);
     let mut sends = Vec::with_capacity(n);
+    let machine_before = cpu::Machine::now();
     while let Some(i) = ticks.recv().await {
         let scheduled = start + gap * i as u32;
         lags.push(scheduled.elapsed());
@@ -441,6 +448,7 @@ async fn open_loop(
     for s in sends {
         s.await.unwrap();
     }
+    let busy = cpu::Machine::now().busy_since(&machine_before);
     let want = n * endpoints;
     let deadline = Instant::now() + Duration::from_secs(60);
     let arrivals = loop {
@@ -481,5 +489,6 @@ async fn open_loop(
         ingest,
         lag,
         view: seen,
+        busy,
     }
 }

@@ -202,9 +202,14 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     let probes = k
         .probes
         .iter()
-        .map(|(load, p99, held)| {
+        .map(|(load, p99, held, busy)| {
             let verdict = if *held { "holds" } else { "does not" };
-            format!("{:.0} % {verdict} (p99 {:.1} ms)", load * 100.0, ms(*p99))
+            format!(
+                "{:.0} % {verdict} (p99 {:.1} ms, machine {:.0} % busy)",
+                load * 100.0,
+                ms(*p99),
+                busy * 100.0
+            )
         })
         .collect::<Vec<_>>()
         .join(" · ");
