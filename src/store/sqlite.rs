@@ -12,7 +12,7 @@ use sqlx::{
         SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions,
         SqliteSynchronous,
     },
-    Arguments, SqlitePool,
+    Arguments, FromRow, SqlitePool,
 };
 
 use super::{
@@ -195,17 +195,24 @@ async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules
         .is_some())
 }
 
-/// Spends starts of rate budgets, one `(key, window start, starts)` row
-/// each of `n`; a new window starts from nothing. The claim checks the
-/// budgets first, under the same lock.
-fn spend_rates(n: usize) -> String {
+/// Spends starts of rate budgets: what claim `$3` leased of each of `n`
+/// rate-limited endpoints (`$k`, `$k+1`, …), in window `$k-1`; a new
+/// window starts from nothing. Counted from the rows themselves, so it
+/// can go out in the command that leases them, before their rows come
+/// back. The claim checks the budgets first, under the same lock.
+fn spend_rates(k: usize, n: usize) -> String {
+    let ids: Vec<String> = (k..k + n).map(|i| format!("${i}")).collect();
     format!(
-        "INSERT INTO rate_windows (key, window_start, used) VALUES {} \
+        "INSERT INTO rate_windows (key, window_start, used) \
+         SELECT 'start:' || endpoint_id, ${window}, count(*) FROM deliveries \
+         WHERE state = 'in_flight' AND claim_token = $3 AND endpoint_id IN ({}) \
+         GROUP BY endpoint_id \
          ON CONFLICT (key) DO UPDATE SET \
            used = CASE WHEN rate_windows.window_start = excluded.window_start \
                        THEN rate_windows.used + excluded.used ELSE excluded.used END, \
            window_start = excluded.window_start",
-        rows(n, "(?, ?, ?)")
+        ids.join(", "),
+        window = k - 1
     )
 }
 
@@ -382,8 +389,9 @@ async fn lease_due_within_rules(
         }
     }
     let mut deliveries: Vec<Delivery> = Vec::new();
-    // Each endpoint's rate budget the claim spent: (its key, starts).
-    let mut spent: Vec<(String, i64)> = Vec::new();
+    // The rate-limited endpoints the claim asked: their starts are spent
+    // with its commit.
+    let mut rated: Vec<String> = Vec::new();
     let mut held_back = false;
     // Due work the claim's limit left that could start now.
     let mut left_startable = false;
@@ -444,57 +452,95 @@ async fn lease_due_within_rules(
             left_startable |= !later.is_empty();
             break;
         }
-        // Not with the commit in the same command: a row that fails to
-        // decode must roll the lease back, and rows are decoded here, after
-        // sqlx's thread has run the whole command.
-        let sql = tx.sql(&lease_due(round.len()));
-        let mut q = sqlx::query_as::<_, Delivery>(&sql)
-            .bind(now.millis())
-            .bind(lease_until.millis())
-            .bind(token);
-        for t in &round {
-            q = q.bind(&t.endpoint_id).bind(t.take);
-        }
-        let leased = q.fetch_all(&mut *tx).await?;
-        for t in round {
-            let n = leased
+        rated.extend(
+            round
                 .iter()
-                .filter(|d| d.endpoint_id == t.endpoint_id)
-                .count() as i64;
-            // Every free slot taken: more may wait for one (or none did;
-            // the wake-up that costs is one claim).
-            held_back |= n >= t.slots;
-            // As many as it asked, fewer than it could start: more may be
-            // due.
-            left_startable |= n == t.take && t.take < t.startable;
-            if let (Some(h), true) = (&t.host, rules.host_cap > 0) {
-                *hosts.entry(h.clone()).or_insert(0) += n;
+                .filter(|t| t.rate > 0)
+                .map(|t| t.endpoint_id.clone()),
+        );
+        let mut lease = Bound {
+            sql: lease_due(round.len()),
+            args: SqliteArguments::default(),
+        };
+        lease.add(now.millis())?;
+        lease.add(lease_until.millis())?;
+        lease.add(token.to_owned())?;
+        for t in &round {
+            lease.add(t.endpoint_id.clone())?;
+            lease.add(t.take)?;
+        }
+        // The last round's lease goes out with the spending and the commit,
+        // a round trip fewer; its rows are decoded after the commit ran.
+        let last = later.is_empty();
+        if last {
+            if !rated.is_empty() {
+                let first = lease.args.len() + 2;
+                lease.sql = format!("{}; {}", lease.sql, spend_rates(first, rated.len()));
+                lease.add(window)?;
+                for id in std::mem::take(&mut rated) {
+                    lease.add(id)?;
+                }
             }
-            if t.rate > 0 && n > 0 {
-                spent.push((format!("start:{}", t.endpoint_id), n));
+            let sql = tx.sql_then_commit(&lease.sql);
+            let writer = tx.writer().clone();
+            let rows = sqlx::query_with(&sql, lease.args)
+                .fetch_all(&mut *tx)
+                .await?;
+            tx.committed();
+            let decoded: sqlx::Result<Vec<Delivery>> =
+                rows.iter().map(Delivery::from_row).collect();
+            let leased = match decoded {
+                Ok(leased) => leased,
+                Err(e) => {
+                    hand_back_undecodable(&writer, token, now, &e.into()).await;
+                    return Ok(Claim::default());
+                }
+            };
+            count_round(&round, &leased, &mut held_back, &mut left_startable);
+            deliveries.extend(leased);
+            return Ok(Claim {
+                deliveries,
+                held_back,
+                drained: !left_startable,
+                ..Claim::default()
+            });
+        }
+        // Not the last: a row that fails to decode rolls the lease back.
+        let sql = tx.sql(&lease.sql);
+        let leased: Vec<Delivery> = sqlx::query_as_with(&sql, lease.args)
+            .fetch_all(&mut *tx)
+            .await?;
+        count_round(&round, &leased, &mut held_back, &mut left_startable);
+        for t in &round {
+            if let (Some(h), true) = (&t.host, rules.host_cap > 0) {
+                let n = leased
+                    .iter()
+                    .filter(|d| d.endpoint_id == t.endpoint_id)
+                    .count();
+                *hosts.entry(h.clone()).or_insert(0) += n as i64;
             }
         }
         deliveries.extend(leased);
         unasked = later;
-        if unasked.is_empty() {
-            break;
-        }
     }
     // The claim read the budgets once, at its start, and asks an endpoint
     // at most once, so no round depends on what an earlier one spent: the
     // spending waits for the commit's command, one statement for them
     // all, not a round trip for each.
-    if spent.is_empty() {
+    if rated.is_empty() {
         tx.commit().await?;
     } else {
+        // Numbered as in the lease: `$3` the token, then the window.
         let mut spend = Bound {
-            sql: spend_rates(spent.len()),
+            sql: spend_rates(5, rated.len()),
             args: SqliteArguments::default(),
         };
-        for (key, n) in spent {
-            spend.add(key)?;
-            spend.add(window)?;
-            spend.add(n)?;
+        spend.add(now.millis())?;
+        spend.add(lease_until.millis())?;
+        spend.add(token.to_owned())?;
+        spend.add(window)?;
+        for id in rated {
+            spend.add(id)?;
         }
         spend.execute_and_commit(tx).await?;
     }
@@ -504,6 +550,53 @@ async fn lease_due_within_rules(
         drained: !left_startable,
         ..Claim::default()
     })
+}
+
+/// What one round of a claim leased says of the endpoints it asked.
+fn count_round(
+    round: &[Take],
+    leased: &[Delivery],
+    held_back: &mut bool,
+    left_startable: &mut bool,
+) {
+    for t in round {
+        let n = leased
+            .iter()
+            .filter(|d| d.endpoint_id == t.endpoint_id)
+            .count() as i64;
+        // Every free slot taken: more may wait for one (or none did; the
+        // wake-up that costs is one claim).
+        *held_back |= n >= t.slots;
+        // As many as it asked, fewer than it could start: more may be due.
+        *left_startable |= n == t.take && t.take < t.startable;
+    }
+}
+
+/// A claim committed rows that will not decode (a fault in the data, not
+/// in the claim): it hands every row it leased back as it was, and its
+/// caller gets nothing to attempt. An ingest group's events are already
+/// in; the rate budget the claim spent stays spent for the rest of its
+/// second. If even the hand-back fails, the rescuer returns them when
+/// the lease passes.
+async fn hand_back_undecodable(writer: &Writer, token: &str, now: Timestamp, fault: &StoreError) {
+    tracing::error!(error = %fault, "claimed rows that will not decode; handing them back");
+    let back = async {
+        let mut tx = writer.begin().await?;
+        let sql = tx.sql_then_commit(&format!(
+            "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = ? \
+             WHERE state = 'in_flight' AND claim_token = ?"
+        ));
+        sqlx::query(&sql)
+            .bind(now.millis())
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+        tx.committed();
+        Ok::<_, sqlx::Error>(())
+    };
+    if let Err(e) = back.await {
+        tracing::error!(error = %e, "could not hand back undecodable claimed rows; the rescuer will when their lease passes");
+    }
 }
 
 /// `Store::complete_attempts` in commands of up to `INSERT_CHUNK`

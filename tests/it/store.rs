@@ -2345,14 +2345,15 @@ async fn results_wait_out_another_process_writing_the_file() {
     );
 }
 
-/// A lease whose rows will not decode fails its ingest group whole: the
-/// lease's commit is its own command, after the rows are read, so
-/// nothing of the group stays written (and leased under a token no one
-/// holds) behind the error. Here an older due delivery's `attempts` is
-/// text that no `i64` decodes, and the group's lease takes it (one more
-/// than the group made).
+/// A lease whose rows will not decode, which the lease's last command
+/// has already committed (its rows are decoded after it ran), hands
+/// every row it leased back: the ingest group's events stay written and
+/// answered, nothing is left leased under a token no one holds, and a
+/// claim that meets the same rows hands them back the same way. Here an
+/// older due delivery's `attempts` is text that no `i64` decodes, and
+/// the group's lease takes it (one more than the group made).
 #[tokio::test]
-async fn a_lease_whose_rows_will_not_decode_leaves_nothing_written() {
+async fn a_lease_whose_rows_will_not_decode_hands_them_back() {
     let db = crate::helpers::TestDb::sqlite().await;
     let store = db.store.clone();
     let now = TestClock::starting_now().now();
@@ -2370,27 +2371,41 @@ async fn a_lease_whose_rows_will_not_decode_leaves_nothing_written() {
         rules: dakghar::store::ClaimRules::default(),
     };
     let new = to_ingest(event(&acc.id, "new", "t"), now);
-    let failed = store
+    let (inserted, claim) = store
         .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
-        .await;
-    assert!(failed.is_err(), "the old row does not decode");
-
+        .await
+        .unwrap();
+    assert!(inserted[0].is_ok(), "the event is answered: {inserted:?}");
+    assert!(claim.deliveries.is_empty(), "nothing to attempt");
     assert!(
-        matches!(store.event(&acc.id, "new").await, Err(StoreError::NotFound)),
-        "the event is not stored"
+        store.event(&acc.id, "new").await.is_ok(),
+        "the event is stored"
     );
+    let claim = store
+        .claim(now, terms.lease_until, 100, terms.rules)
+        .await
+        .unwrap();
+    assert!(claim.deliveries.is_empty(), "a claim hands them back too");
+
     store
         .execute_script("UPDATE deliveries SET attempts = 0")
         .await
         .unwrap();
-    let old = store.deliveries_of_event(&acc.id, "old").await.unwrap();
-    assert_eq!(old.len(), 1);
-    assert_eq!(old[0].state, DeliveryState::Pending, "not left leased");
-    assert_eq!(old[0].claim_token, None);
-    let again = store.insert_events(&[new]).await.unwrap();
-    assert!(
-        again[0].is_ok(),
-        "the same event is written once the fault is gone"
-    );
+    for id in ["old", "new"] {
+        let rows = store.deliveries_of_event(&acc.id, id).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            rows[0].state,
+            DeliveryState::Pending,
+            "{id} not left leased"
+        );
+        assert_eq!(rows[0].claim_token, None);
+        assert_eq!(rows[0].attempts, 0, "{id}: no attempt counted");
+    }
+    let claimed = store
+        .claim_due(now, terms.lease_until, 100, terms.rules)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2, "both are claimed once the fault is gone");
     db.finish().await;
 }

@@ -198,11 +198,16 @@ impl WriteTx {
     }
 
     /// `sql` (as `sql` gives it) and then `COMMIT`, for the transaction's
-    /// last statement; `committed` says it ran. Only for a statement
-    /// whose rows, if any, cannot fail to decode: they are decoded after
-    /// the commit has run.
+    /// last statement; `committed` says it ran. Its rows, if any, are
+    /// decoded after the commit has run: one that fails to decode cannot
+    /// roll it back (a claim's lease hands its rows back instead).
     pub(crate) fn sql_then_commit(&mut self, sql: &str) -> String {
         format!("{}; COMMIT", self.sql(sql))
+    }
+
+    /// The writer this transaction holds, for a write after it ends.
+    pub(crate) fn writer(&self) -> &Writer {
+        &self.writer
     }
 
     /// The statement from `sql_then_commit` ran: its `COMMIT` with it.
