@@ -1645,7 +1645,7 @@ async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
     let acc = store.create_account("acme", now).await.unwrap();
     let mut roomy = new_endpoint(&acc.id, "https://a.example/", &[]);
     roomy.max_in_flight = 1000;
-    store.create_endpoint(roomy, now).await.unwrap();
+    let roomy = store.create_endpoint(roomy, now).await.unwrap();
     let events: Vec<NewIngest> = (0..120)
         .map(|i| to_ingest(event(&acc.id, &format!("e{i}"), "t"), now))
         .collect();
@@ -1737,6 +1737,41 @@ async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
     let untouched = store.delivery(&lost).await.unwrap();
     assert_eq!(untouched.state(), Some(DeliveryState::InFlight));
     assert!(store.attempts_of_delivery(&lost).await.unwrap().is_empty());
+    let roomy = store.endpoint_by_id(&roomy.id).await.unwrap();
+    assert_eq!(
+        roomy.last_success_at,
+        Some(later.millis()),
+        "its successes mark it healthy"
+    );
+
+    // A success whose claim was lost marks nothing.
+    let acc = store.create_account("beta", now).await.unwrap();
+    let mut other = new_endpoint(&acc.id, "https://b.example/", &["other"]);
+    other.max_in_flight = 1;
+    let other = store.create_endpoint(other, now).await.unwrap();
+    store
+        .insert_events(&[to_ingest(event(&acc.id, "o", "other"), now)])
+        .await
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    let claimed = store
+        .claim_due(
+            now,
+            now.plus(Duration::from_secs(300)),
+            1,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(endpoints_of(&claimed), [other.id.as_str()]);
+    let mut success = result(&stale(&claimed[0]), 0);
+    success.transition = Transition::Delivered;
+    let answers = store.complete_attempts(&[success]).await.unwrap();
+    assert!(matches!(answers[0], Err(StoreError::LostClaim(_))));
+    let other = store.endpoint_by_id(&other.id).await.unwrap();
+    assert_eq!(other.last_success_at, None, "a lost claim's success");
 }
 
 /// The schema keeps what a state says of the lease and the finish time
