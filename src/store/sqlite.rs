@@ -197,9 +197,11 @@ async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules
 
 /// Spends starts of rate budgets: what claim `$3` leased of each of `n`
 /// rate-limited endpoints (`$k`, `$k+1`, …), in window `$k-1`; a new
-/// window starts from nothing. Counted from the rows themselves, so it
-/// can go out in the command that leases them, before their rows come
-/// back. The claim checks the budgets first, under the same lock.
+/// window starts from nothing. Counted from the rows themselves (the
+/// in-flight rows of those endpoints, by token), so it can go out in the
+/// command that leases them, before their rows come back. The ids are
+/// named (`$k`), as they follow the lease's parameters; at most a batch
+/// of them. The claim checks the budgets first, under the same lock.
 fn spend_rates(k: usize, n: usize) -> String {
     let ids: Vec<String> = (k..k + n).map(|i| format!("${i}")).collect();
     format!(
@@ -493,7 +495,11 @@ async fn lease_due_within_rules(
                 Ok(leased) => leased,
                 Err(e) => {
                     hand_back_undecodable(&writer, token, now, &e.into()).await;
-                    return Ok(Claim::default());
+                    // What it held back still waits for a slot.
+                    return Ok(Claim {
+                        held_back,
+                        ..Claim::default()
+                    });
                 }
             };
             count_round(&round, &leased, &mut held_back, &mut left_startable);

@@ -198,9 +198,12 @@ impl WriteTx {
     }
 
     /// `sql` (as `sql` gives it) and then `COMMIT`, for the transaction's
-    /// last statement; `committed` says it ran. Its rows, if any, are
-    /// decoded after the commit has run: one that fails to decode cannot
-    /// roll it back (a claim's lease hands its rows back instead).
+    /// last statement; `committed` says it ran. Its rows, if any, come
+    /// back after the commit has run, so a row that fails to decode
+    /// cannot roll it back: read them raw and decode after, handling the
+    /// failure as a committed write (a lease's last round hands its rows
+    /// back), never with a `query_as` whose error would look like a
+    /// rollback.
     pub(crate) fn sql_then_commit(&mut self, sql: &str) -> String {
         format!("{}; COMMIT", self.sql(sql))
     }
