@@ -502,7 +502,7 @@ async fn lease_due_within_rules(
                     });
                 }
             };
-            count_round(&round, &leased, &mut held_back, &mut left_startable);
+            count_round(&round, &leased, None, &mut held_back, &mut left_startable);
             deliveries.extend(leased);
             return Ok(Claim {
                 deliveries,
@@ -516,16 +516,14 @@ async fn lease_due_within_rules(
         let leased: Vec<Delivery> = sqlx::query_as_with(&sql, lease.args)
             .fetch_all(&mut *tx)
             .await?;
-        count_round(&round, &leased, &mut held_back, &mut left_startable);
-        for t in &round {
-            if let (Some(h), true) = (&t.host, rules.host_cap > 0) {
-                let n = leased
-                    .iter()
-                    .filter(|d| d.endpoint_id == t.endpoint_id)
-                    .count();
-                *hosts.entry(h.clone()).or_insert(0) += n as i64;
-            }
-        }
+        let counted_hosts = (rules.host_cap > 0).then_some(&mut hosts);
+        count_round(
+            &round,
+            &leased,
+            counted_hosts,
+            &mut held_back,
+            &mut left_startable,
+        );
         deliveries.extend(leased);
         unasked = later;
     }
@@ -558,10 +556,13 @@ async fn lease_due_within_rules(
     })
 }
 
-/// What one round of a claim leased says of the endpoints it asked.
+/// What one round of a claim leased says of the endpoints it asked, and
+/// adds to each host's attempts in flight (`hosts`, when a later round
+/// of the claim reads them for the per-host cap).
 fn count_round(
     round: &[Take],
     leased: &[Delivery],
+    mut hosts: Option<&mut HashMap<String, i64>>,
     held_back: &mut bool,
     left_startable: &mut bool,
 ) {
@@ -575,6 +576,9 @@ fn count_round(
         *held_back |= n >= t.slots;
         // As many as it asked, fewer than it could start: more may be due.
         *left_startable |= n == t.take && t.take < t.startable;
+        if let (Some(h), Some(hosts)) = (&t.host, hosts.as_deref_mut()) {
+            *hosts.entry(h.clone()).or_insert(0) += n;
+        }
     }
 }
 
