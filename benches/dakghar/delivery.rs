@@ -47,9 +47,30 @@ pub struct Knee {
     /// `None`: not even the lowest load held.
     pub load: Option<f64>,
     pub per_sec: f64,
-    /// Each probe's load, p99, whether it held, and the machine's busy
-    /// share while its events went in.
-    pub probes: Vec<(f64, Duration, bool, f64)>,
+    pub probes: Vec<Probe>,
+}
+
+/// One load the knee search ran.
+pub struct Probe {
+    pub load: f64,
+    pub p99: Duration,
+    pub held: bool,
+    /// The machine's busy share while its events went in.
+    pub busy: f64,
+    /// CPU a delivery from the first send until the last arrival.
+    pub cpu: cpu::PerDelivery,
+}
+
+impl Probe {
+    fn of(l: &Latency) -> Self {
+        Probe {
+            load: l.load,
+            p99: l.spread.p99,
+            held: l.holds(),
+            busy: l.busy,
+            cpu: l.cpu,
+        }
+    }
 }
 
 /// Server CPU for one API request (`GET /healthz`), in µs: each on a new
@@ -106,6 +127,9 @@ pub struct Latency {
     /// and their answers): whether a load that does not hold ran out of
     /// cores or waited on something else.
     pub busy: f64,
+    /// CPU a delivery from the first send until the last arrival; the
+    /// bench process then runs the generator as well as the receiver.
+    pub cpu: cpu::PerDelivery,
 }
 
 /// The server's own account of a phase (its /metrics, read before and
@@ -243,9 +267,9 @@ pub async fn run(
     for load in [0.1, 0.7] {
         let per_sec = burn_per_sec * load;
         let tag = format!("lat{}", (load * 100.0) as u32);
-        latency.push(open_loop(rx, &node.base, &key, endpoints, per_sec, load, &tag).await);
+        latency.push(open_loop(rx, &node, &key, endpoints, per_sec, load, &tag).await);
     }
-    let knee = knee(rx, &node.base, &key, endpoints, burn_per_sec, &latency).await;
+    let knee = knee(rx, &node, &key, endpoints, burn_per_sec, &latency).await;
     node.stop().await;
     db.finish().await;
     Figures {
@@ -268,27 +292,28 @@ pub async fn run(
 /// more probes narrow it to about 1/16 of the interval.
 async fn knee(
     rx: &Receiver,
-    base: &str,
+    node: &Server,
     key: &str,
     endpoints: usize,
     burn_per_sec: f64,
     known: &[Latency],
 ) -> Knee {
-    let mut probes: Vec<(f64, Duration, bool, f64)> = known
+    let mut probes: Vec<Probe> = known.iter().map(Probe::of).collect();
+    let mut held = probes
         .iter()
-        .map(|l| (l.load, l.spread.p99, l.holds(), l.busy))
-        .collect();
-    let mut held = probes.iter().filter(|p| p.2).map(|p| p.0).reduce(f64::max);
+        .filter(|p| p.held)
+        .map(|p| p.load)
+        .reduce(f64::max);
     let mut lo = held.unwrap_or(0.0);
     let mut hi = probes
         .iter()
-        .filter(|p| !p.2 && p.0 > lo)
-        .map(|p| p.0)
+        .filter(|p| !p.held && p.load > lo)
+        .map(|p| p.load)
         .fold(1.0_f64, f64::min);
     for step in 0..4 {
         let load = (lo + hi) / 2.0;
         let tag = format!("knee{step}");
-        let l = open_loop(rx, base, key, endpoints, burn_per_sec * load, load, &tag).await;
+        let l = open_loop(rx, node, key, endpoints, burn_per_sec * load, load, &tag).await;
         let ok = l.holds();
         eprintln!(
             "  knee probe at {:.0} %: p99 {:.1} ms, {}, machine {:.0} % busy",
@@ -297,7 +322,7 @@ async fn knee(
             if ok { "holds" } else { "does not hold" },
             l.busy * 100.0
         );
-        probes.push((load, l.spread.p99, ok, l.busy));
+        probes.push(Probe::of(&l));
         if ok {
             lo = load;
             held = Some(load);
@@ -305,7 +330,7 @@ async fn knee(
             hi = load;
         }
     }
-    probes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    probes.sort_by(|a, b| a.load.total_cmp(&b.load));
     Knee {
         load: held,
         per_sec: held.unwrap_or(0.0) * burn_per_sec,
@@ -399,7 +424,7 @@ fn pace(start: Instant, gap: Duration, n: usize) -> tokio::sync::mpsc::Unbounded
 /// a slow ingest shows up in the figure instead of hiding it.
 async fn open_loop(
     rx: &Receiver,
-    base: &str,
+    node: &Server,
     key: &str,
     endpoints: usize,
     deliveries_per_sec: f64,
@@ -409,6 +434,7 @@ async fn open_loop(
     let events_per_sec = (deliveries_per_sec / endpoints as f64).max(1.0);
     let n = ((events_per_sec * 10.0) as usize).clamp(200, 20_000);
     let gap = Duration::from_secs_f64(1.0 / events_per_sec);
+    let base = node.base.as_str();
     let client = reqwest::Client::new();
     let before = histograms(base).await;
     let refused = Arc::new(AtomicUsize::new(0));
@@ -418,6 +444,7 @@ async fn open_loop(
     let start = Instant::now() + Duration::from_millis(100);
     let mut ticks = pace(start, gap, n);
     let mut sends = Vec::with_capacity(n);
+    let cpu_before = cpu::sample(node.pid());
     let machine_before = cpu::Machine::now();
     while let Some(i) = ticks.recv().await {
         let scheduled = start + gap * i as u32;
@@ -458,6 +485,7 @@ async fn open_loop(
             break rx.take_arrivals();
         }
     };
+    let cpu_after = cpu::sample(node.pid());
     let mut samples = Vec::with_capacity(want);
     for (id, times) in &arrivals {
         let Some(i) = id
@@ -470,6 +498,7 @@ async fn open_loop(
         samples.extend(times.iter().map(|t| t.saturating_duration_since(scheduled)));
     }
     let missing = want.saturating_sub(samples.len());
+    let cpu = cpu::per_delivery(cpu_before, cpu_after, samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
     let lag = spread(lags);
     let seen = view(&before, &histograms(base).await);
@@ -490,5 +519,6 @@ async fn open_loop(
         lag,
         view: seen,
         busy,
+        cpu,
     }
 }

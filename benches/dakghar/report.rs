@@ -202,13 +202,17 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     let probes = k
         .probes
         .iter()
-        .map(|(load, p99, held, busy)| {
-            let verdict = if *held { "holds" } else { "does not" };
+        .map(|p| {
+            let verdict = if p.held { "holds" } else { "does not" };
             format!(
-                "{:.0} % {verdict} (p99 {:.1} ms, machine {:.0} % busy)",
-                load * 100.0,
-                ms(*p99),
-                busy * 100.0
+                "{:.0} % {verdict} (p99 {:.1} ms, machine {:.0} % busy, {:.0} µs a delivery: server {:.0} · Postgres {:.0} · bench {:.0})",
+                p.load * 100.0,
+                ms(p.p99),
+                p.busy * 100.0,
+                p.cpu.total_us(),
+                p.cpu.server_us,
+                p.cpu.postgres_us,
+                p.cpu.receiver_us
             )
         })
         .collect::<Vec<_>>()
@@ -235,6 +239,17 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
             "| The generator's lag at {:.0} % load (scheduled send to sending; counted in both figures above) | {} | | | |",
             l.load * 100.0,
             spread_ms(&l.lag)
+        );
+        let c = &l.cpu;
+        let _ = writeln!(
+            o,
+            "| CPU per delivery at {:.0} % load (first send to last arrival) | {:.0} µs: server {:.0} (SQLite's threads {:.0}) · Postgres {:.0} · the bench's generator and receiver {:.0} | | | |",
+            l.load * 100.0,
+            c.total_us(),
+            c.server_us,
+            c.sqlite_us,
+            c.postgres_us,
+            c.receiver_us
         );
         let _ = writeln!(
             o,
