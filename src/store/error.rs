@@ -26,6 +26,9 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
     Database(sqlx::Error),
+    /// From SQLite's direct connection (`sqlite::Writer::direct`).
+    #[error("database error: {0}")]
+    Direct(rusqlite::Error),
     #[error(transparent)]
     Sealing(#[from] crate::sealing::SealError),
 }
@@ -37,6 +40,12 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         if self.is_moved() || matches!(self, StoreError::Unwritten(_)) {
             return true;
+        }
+        if let StoreError::Direct(rusqlite::Error::SqliteFailure(e, _)) = self {
+            return matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            );
         }
         let StoreError::Database(e) = self else {
             return false;
@@ -96,6 +105,24 @@ impl From<sqlx::Error> for StoreError {
             sqlx::Error::RowNotFound => StoreError::NotFound,
             sqlx::Error::Database(db) if db.is_unique_violation() => StoreError::Conflict("row"),
             _ => StoreError::Database(e),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        match &e {
+            rusqlite::Error::QueryReturnedNoRows => StoreError::NotFound,
+            rusqlite::Error::SqliteFailure(f, _)
+                if matches!(
+                    f.extended_code,
+                    rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                ) =>
+            {
+                StoreError::Conflict("row")
+            }
+            _ => StoreError::Direct(e),
         }
     }
 }

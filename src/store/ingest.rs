@@ -277,10 +277,11 @@ impl Ingester {
                         // same write without the lease would wait as long
                         // again before the producer hears it.
                         Err(e) if e.is_unavailable() => Err(e),
-                        // The events come first: a lease that fails (a row
-                        // that will not decode, say) must not refuse them
-                        // too. The claim loops meet the same fault and back
-                        // off on their own.
+                        // The events come first: a lease that fails must
+                        // not refuse them too (a row that will not decode
+                        // is handed back, not failed; see the SQLite
+                        // store). The claim loops meet the same fault and
+                        // back off on their own.
                         Err(e) => {
                             tracing::warn!(error = %e, "an ingest group failed with its lease; writing it once more without");
                             drop(offer);

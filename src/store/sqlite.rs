@@ -7,12 +7,13 @@ use std::{
     time::Duration,
 };
 
+use rusqlite::{
+    types::{ToSqlOutput, Value, ValueRef},
+    Connection, ToSql,
+};
 use sqlx::{
-    sqlite::{
-        SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions,
-        SqliteSynchronous,
-    },
-    Arguments, FromRow, SqlitePool,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    SqlitePool,
 };
 
 use super::{
@@ -21,14 +22,22 @@ use super::{
     ingest::{self, LeaseTerms, NewIngest},
     parse_options,
     sql::{endpoint_succeeded_set, placeholders, UNCLAIMED},
-    Claim, Delivery, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
+    Claim, Delivery, DeliveryState, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
 mod writer;
 
-use writer::WriteTx;
 pub(crate) use writer::Writer;
+
+/// Short enough that a producer hears 503 and retries instead of
+/// hanging while another process holds the file locked: its write may
+/// queue for the one writer connection behind a claim and a batch of
+/// results that each wait this long first, and all three must fit in the
+/// 10 s a producer is promised (at 5 s each,
+/// `faults::ten_seconds_without_the_database_lose_nothing` saw 503 only
+/// after 10 s when the three lined up).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
     let options: SqliteConnectOptions = parse_options(url)?;
@@ -44,14 +53,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         .journal_mode(SqliteJournalMode::Wal)
         // WAL + NORMAL survives a process crash; only power loss can drop the last commits.
         .synchronous(SqliteSynchronous::Normal)
-        // Short enough that a producer hears 503 and retries instead of
-        // hanging while another process holds the file locked: its write
-        // may queue for the one writer connection behind a claim and a
-        // batch of results that each wait this long first, and all three
-        // must fit in the 10 s a producer is promised (at 5 s each,
-        // `faults::ten_seconds_without_the_database_lose_nothing` saw
-        // 503 only after 10 s when the three lined up).
-        .busy_timeout(Duration::from_secs(3))
+        .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true);
     let connect_error = |e: sqlx::Error| StoreError::Connect {
         url: display_path(&path),
@@ -67,13 +69,13 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         .connect_with(options.clone())
         .await
         .map_err(connect_error)?;
-    // The writes' multi-row statements come in a text per row count (1 to
-    // `INSERT_CHUNK` for each of ingest's and the results' statements):
-    // sqlx's 100 cached statements were evicted and prepared again under
-    // mixed load. Bench: ingest alone 4 100-4 650 -> 5 020 events/s.
-    let writer = Writer::connect(&options.statement_cache_capacity(1000))
-        .await
-        .map_err(connect_error)?;
+    let writer =
+        Writer::connect(&options, BUSY_TIMEOUT)
+            .await
+            .map_err(|e| StoreError::Connect {
+                url: display_path(&path),
+                cause: e.to_string(),
+            })?;
     Ok(Store {
         pool: Pool::Sqlite(pool),
         writer: Some(SqliteWriter {
@@ -100,8 +102,7 @@ fn display_path(path: &Path) -> String {
 /// same without the rate limit. Claims count it
 /// under the write lock, so both hold across every process on the file.
 /// Postgres's claim function (migration 0031) keeps the same rules. `$1`
-/// is now. `claim_slots(k)` numbers the three from `$k`, for a command
-/// whose statements before it take `k - 1` parameters.
+/// is now. `claim_slots(k)` numbers the three from `$k`.
 fn claim_slots(first: usize) -> String {
     slots_of(&format!("({})", endpoint_terms(first, "")), "")
 }
@@ -161,10 +162,6 @@ fn open_slots(first: usize) -> String {
     )
 }
 
-/// `open_slots` on its own, built once: every claim that finds an open
-/// slot runs it.
-static OPEN_SLOTS: LazyLock<String> = LazyLock::new(|| open_slots(1));
-
 /// Whether any endpoint whose `claim_slots(1)` row meets `rule` has due
 /// work.
 fn any_with_due_where(rule: &str) -> String {
@@ -195,63 +192,55 @@ async fn probe(reader: &SqlitePool, sql: &str, now: Timestamp, rules: ClaimRules
         .is_some())
 }
 
-/// Spends starts of rate budgets: what claim `$3` leased of each of `n`
-/// rate-limited endpoints (`$k`, `$k+1`, …), in window `$k-1`; a new
-/// window starts from nothing. Counted from the rows themselves (the
-/// in-flight rows of those endpoints, by token), so it can go out in the
-/// command that leases them, before their rows come back. The ids are
-/// named (`$k`), as they follow the lease's parameters; at most a batch
-/// of them. The claim checks the budgets first, under the same lock.
-fn spend_rates(k: usize, n: usize) -> String {
-    let ids: Vec<String> = (k..k + n).map(|i| format!("${i}")).collect();
+/// Spends starts of rate budgets: what claim `?1` leased of each of `n`
+/// rate-limited endpoints (`?3`, `?4`, …), in window `?2`; a new window
+/// starts from nothing. Counted from the rows themselves (the in-flight
+/// rows of those endpoints, by token): one statement for every endpoint
+/// a claim leased from. The claim checks the budgets first, under the
+/// same lock.
+fn spend_rates(n: usize) -> String {
+    let ids: Vec<String> = (3..3 + n).map(|i| format!("?{i}")).collect();
     format!(
         "INSERT INTO rate_windows (key, window_start, used) \
-         SELECT 'start:' || endpoint_id, ${window}, count(*) FROM deliveries \
-         WHERE state = 'in_flight' AND claim_token = $3 AND endpoint_id IN ({}) \
+         SELECT 'start:' || endpoint_id, ?2, count(*) FROM deliveries \
+         WHERE state = 'in_flight' AND claim_token = ?1 AND endpoint_id IN ({}) \
          GROUP BY endpoint_id \
          ON CONFLICT (key) DO UPDATE SET \
            used = CASE WHEN rate_windows.window_start = excluded.window_start \
                        THEN rate_windows.used + excluded.used ELSE excluded.used END, \
            window_start = excluded.window_start",
-        ids.join(", "),
-        window = k - 1
+        ids.join(", ")
     )
 }
 
-/// Attempts in flight per receiver host, for the per-host cap, in rows
-/// shaped like `open_slots`'s with no id and the count as `free`: it goes
-/// out in the same command, a round trip fewer.
-const HOSTS_IN_FLIGHT: &str = "SELECT NULL, e.host, 0, count(*), 0 FROM deliveries d \
+/// Attempts in flight per receiver host, for the per-host cap:
+/// `(host, count)`.
+const HOSTS_IN_FLIGHT: &str = "SELECT e.host, count(*) FROM deliveries d \
      JOIN endpoints e ON e.id = d.endpoint_id \
      WHERE d.state = 'in_flight' AND e.host IS NOT NULL GROUP BY e.host";
-
-/// A row of `open_slots`, `(id, host, rate, free, slots)`, or with no id
-/// one of `HOSTS_IN_FLIGHT`'s.
-type SlotRow = (Option<String>, Option<String>, i64, i64, i64);
 
 /// Most endpoints one lease statement names (SQLite allows 500 parts to
 /// a compound SELECT).
 const LEASE_ENDPOINTS: usize = 50;
 
 /// Leases each of `n` endpoints' oldest due deliveries, as many as it is
-/// given (endpoint `$4`, `$5` rows; `$6`, `$7`; …), to claim `$3` until
-/// `$2` (`$1` now), in the statement that finds them: one round trip to
-/// sqlx's SQLite thread for all of them.
+/// given (endpoint `?4`, `?5` rows; `?6`, `?7`; …), to claim `?3` until
+/// `?2` (`?1` now), in the statement that finds them.
 fn lease_due(n: usize) -> String {
     let parts: Vec<String> = (0..n)
         .map(|k| {
             format!(
                 "SELECT id FROM (SELECT id FROM deliveries \
-                   WHERE endpoint_id = ${} AND state = 'pending' AND next_attempt_at <= $1 \
-                   ORDER BY next_attempt_at, id LIMIT ${})",
+                   WHERE endpoint_id = ?{} AND state = 'pending' AND next_attempt_at <= ?1 \
+                   ORDER BY next_attempt_at, id LIMIT ?{})",
                 4 + 2 * k,
                 5 + 2 * k
             )
         })
         .collect();
     format!(
-        "UPDATE deliveries SET state = 'in_flight', claimed_at = $1, lease_until = $2, \
-           claim_token = $3, updated_at = $1 \
+        "UPDATE deliveries SET state = 'in_flight', claimed_at = ?1, lease_until = ?2, \
+           claim_token = ?3, updated_at = ?1 \
          WHERE id IN ({}) RETURNING *",
         parts.join(" UNION ALL ")
     )
@@ -293,58 +282,124 @@ pub(super) async fn claim_due(
             ..Claim::default()
         });
     }
-    let tx = writer.begin().await?;
     let terms = LeaseTerms {
         now,
         lease_until,
         limit,
         rules,
     };
-    lease_due_within_rules(tx, None, terms, None, token).await
+    writer
+        .direct(|tx| lease_due_within_rules(tx, terms, None, token))
+        .await
 }
 
-/// A statement with its arguments, to run in the same command as the
-/// next (`before` of `lease_due_within_rules`) or on its own.
-struct Bound<'q> {
-    sql: String,
-    args: SqliteArguments<'q>,
-}
+/// A statement's arguments for the direct connection: text and blobs
+/// borrowed from what is written, numbers owned.
+#[derive(Default)]
+struct Args<'a>(Vec<ToSqlOutput<'a>>);
 
-impl<'q> Bound<'q> {
-    fn add<T>(&mut self, value: T) -> Result<()>
-    where
-        T: sqlx::Encode<'q, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + 'q,
-    {
-        self.args.add(value).map_err(sqlx::Error::Encode)?;
+impl<'a> Args<'a> {
+    fn add(&mut self, value: &'a dyn ToSql) -> Result<()> {
+        self.0.push(value.to_sql()?);
         Ok(())
     }
 
-    async fn execute(self, tx: &mut WriteTx) -> Result<()> {
-        let sql = tx.sql(&self.sql);
-        sqlx::query_with(&sql, self.args).execute(&mut **tx).await?;
-        Ok(())
+    fn int(&mut self, value: i64) {
+        self.0.push(ToSqlOutput::Owned(Value::Integer(value)));
     }
 
-    /// Runs it as the transaction's last statement, and commits.
-    async fn execute_and_commit(self, mut tx: WriteTx) -> Result<()> {
-        let sql = tx.sql_then_commit(&self.sql);
-        sqlx::query_with(&sql, self.args).execute(&mut *tx).await?;
-        tx.committed();
-        Ok(())
+    fn text(&mut self, value: &'a str) {
+        self.0
+            .push(ToSqlOutput::Borrowed(ValueRef::Text(value.as_bytes())));
     }
 }
 
-/// The claim itself, in the caller's transaction (begun with its first
-/// statement if not yet), which it commits: the rows leased within every
-/// endpoint's slots, rate and circuit and every host's cap,
-/// longest-waiting endpoint first. For an ingest `group` (how many
-/// deliveries it made for each endpoint), only of the endpoints it made
-/// deliveries for, and for each at most one more than it made: getting
-/// fewer says no older work waits there, so the claim can say whether it
-/// left anything due (`Claim::drained`).
-async fn lease_due_within_rules(
-    mut tx: WriteTx,
-    before: Option<Bound<'_>>,
+/// Runs `sql` with `args` on the direct connection (its statement cached).
+fn execute(tx: &Connection, sql: &str, args: &Args<'_>) -> Result<usize> {
+    Ok(tx
+        .prepare_cached(sql)?
+        .execute(rusqlite::params_from_iter(&args.0))?)
+}
+
+/// `sql`'s rows, each read by `row`.
+fn query<T>(
+    tx: &Connection,
+    sql: &str,
+    args: &Args<'_>,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(&args.0), row)?;
+    Ok(rows.collect::<rusqlite::Result<Vec<T>>>()?)
+}
+
+/// `sql` with its `$N` parameters as `?N`: SQLite numbers `$N` in the
+/// order they first appear (sqlx binds them by name), `?N` as written,
+/// which is how the direct connection binds.
+fn numbered(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+/// A row of `deliveries`, by column name.
+fn delivery(row: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
+    let state: String = row.get("state")?;
+    let state = DeliveryState::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            row.as_ref().column_index("state").unwrap_or(0),
+            rusqlite::types::Type::Text,
+            format!("unknown delivery state {state:?}").into(),
+        )
+    })?;
+    Ok(Delivery {
+        id: row.get("id")?,
+        account_id: row.get("account_id")?,
+        event_id: row.get("event_id")?,
+        endpoint_id: row.get("endpoint_id")?,
+        state,
+        attempts: row.get("attempts")?,
+        attempt_seq: row.get("attempt_seq")?,
+        next_attempt_at: row.get("next_attempt_at")?,
+        give_up_at: row.get("give_up_at")?,
+        claimed_at: row.get("claimed_at")?,
+        claim_token: row.get("claim_token")?,
+        lease_until: row.get("lease_until")?,
+        last_status: row.get("last_status")?,
+        last_response: bytes(row, "last_response")?,
+        last_error: row.get("last_error")?,
+        finished_at: row.get("finished_at")?,
+        created_at: row.get("created_at")?,
+        updated_at: row.get("updated_at")?,
+    })
+}
+
+/// A column of bytes as sqlx reads one: a blob, or text as its bytes.
+fn bytes(row: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    Ok(match row.get_ref(column)? {
+        ValueRef::Null => None,
+        ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
+        other => {
+            return Err(rusqlite::Error::FromSqlConversionFailure(
+                row.as_ref().column_index(column)?,
+                other.data_type(),
+                "not bytes".into(),
+            ))
+        }
+    })
+}
+
+/// `open_slots(1)` for the direct connection, built once: every claim
+/// that finds an open slot runs it.
+static OPEN_SLOTS_DIRECT: LazyLock<String> = LazyLock::new(|| numbered(&open_slots(1)));
+
+/// The claim itself, in the caller's transaction on the direct
+/// connection: the rows leased within every endpoint's slots, rate and
+/// circuit and every host's cap, longest-waiting endpoint first. For an
+/// ingest `group` (how many deliveries it made for each endpoint), only
+/// of the endpoints it made deliveries for, and for each at most one more
+/// than it made: getting fewer says no older work waits there, so the
+/// claim can say whether it left anything due (`Claim::drained`).
+fn lease_due_within_rules(
+    tx: &Connection,
     terms: LeaseTerms,
     group: Option<&HashMap<&str, i64>>,
     token: &str,
@@ -356,43 +411,28 @@ async fn lease_due_within_rules(
         rules,
     } = terms;
     let window = rules.rate_window(now);
-    // `before` goes out in the same command, a round trip fewer.
-    let mut open_slots = match before {
-        // Its parameters come first; the slot count's are numbered after.
-        Some(b) => Bound {
-            sql: format!("{}; {}", b.sql, open_slots(b.args.len() + 1)),
-            ..b
-        },
-        None => Bound {
-            sql: OPEN_SLOTS.clone(),
-            args: SqliteArguments::default(),
-        },
-    };
-    open_slots.add(now.millis())?;
-    open_slots.add(rules.default_rate)?;
-    open_slots.add(window)?;
-    if rules.host_cap > 0 {
-        open_slots.sql.push_str("; ");
-        open_slots.sql.push_str(HOSTS_IN_FLIGHT);
-    }
-    let sql = tx.sql(&open_slots.sql);
-    let rows: Vec<SlotRow> = sqlx::query_as_with(&sql, open_slots.args)
-        .fetch_all(&mut *tx)
-        .await?;
-    let mut open = Vec::with_capacity(rows.len());
+    let mut slot_args = Args::default();
+    slot_args.int(now.millis());
+    slot_args.int(rules.default_rate);
+    slot_args.int(window);
+    let open = query(tx, &OPEN_SLOTS_DIRECT, &slot_args, |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Option<String>>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+            r.get::<_, i64>(4)?,
+        ))
+    })?;
     let mut hosts: HashMap<String, i64> = HashMap::new();
-    for row in rows {
-        match row {
-            (Some(id), host, rate, free, slots) => open.push((id, host, rate, free, slots)),
-            (None, Some(host), _, in_flight, _) => {
-                hosts.insert(host, in_flight);
-            }
-            (None, None, ..) => {}
-        }
+    if rules.host_cap > 0 {
+        hosts.extend(query(tx, HOSTS_IN_FLIGHT, &Args::default(), |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+        })?);
     }
     let mut deliveries: Vec<Delivery> = Vec::new();
     // The rate-limited endpoints the claim asked: their starts are spent
-    // with its commit.
+    // before its commit.
     let mut rated: Vec<String> = Vec::new();
     let mut held_back = false;
     // Due work the claim's limit left that could start now.
@@ -460,62 +500,28 @@ async fn lease_due_within_rules(
                 .filter(|t| t.rate > 0)
                 .map(|t| t.endpoint_id.clone()),
         );
-        let mut lease = Bound {
-            sql: lease_due(round.len()),
-            args: SqliteArguments::default(),
-        };
-        lease.add(now.millis())?;
-        lease.add(lease_until.millis())?;
-        lease.add(token.to_owned())?;
+        let mut lease = Args::default();
+        lease.int(now.millis());
+        lease.int(lease_until.millis());
+        lease.add(&token)?;
         for t in &round {
-            lease.add(t.endpoint_id.clone())?;
-            lease.add(t.take)?;
+            lease.add(&t.endpoint_id)?;
+            lease.int(t.take);
         }
-        // The last round's lease goes out with the spending and the commit,
-        // a round trip fewer; its rows are decoded after the commit ran.
-        let last = later.is_empty();
-        if last {
-            if !rated.is_empty() {
-                let first = lease.args.len() + 2;
-                lease.sql = format!("{}; {}", lease.sql, spend_rates(first, rated.len()));
-                lease.add(window)?;
-                for id in std::mem::take(&mut rated) {
-                    lease.add(id)?;
-                }
+        // Read raw and decoded after: a row that will not decode is a
+        // fault in the data, not in the claim.
+        let rows = query(tx, &lease_due(round.len()), &lease, |r| Ok(delivery(r)))?;
+        let leased = match rows.into_iter().collect::<rusqlite::Result<Vec<_>>>() {
+            Ok(leased) => leased,
+            Err(e) => {
+                hand_back_undecodable(tx, token, now, &e.into())?;
+                // What it held back still waits for a slot.
+                return Ok(Claim {
+                    held_back,
+                    ..Claim::default()
+                });
             }
-            let sql = tx.sql_then_commit(&lease.sql);
-            let writer = tx.writer().clone();
-            let rows = sqlx::query_with(&sql, lease.args)
-                .fetch_all(&mut *tx)
-                .await?;
-            tx.committed();
-            let decoded: sqlx::Result<Vec<Delivery>> =
-                rows.iter().map(Delivery::from_row).collect();
-            let leased = match decoded {
-                Ok(leased) => leased,
-                Err(e) => {
-                    hand_back_undecodable(&writer, token, now, &e.into()).await;
-                    // What it held back still waits for a slot.
-                    return Ok(Claim {
-                        held_back,
-                        ..Claim::default()
-                    });
-                }
-            };
-            count_round(&round, &leased, None, &mut held_back, &mut left_startable);
-            deliveries.extend(leased);
-            return Ok(Claim {
-                deliveries,
-                held_back,
-                drained: !left_startable,
-                ..Claim::default()
-            });
-        }
-        // Not the last: a row that fails to decode rolls the lease back.
-        let sql = tx.sql(&lease.sql);
-        let leased: Vec<Delivery> = sqlx::query_as_with(&sql, lease.args)
-            .fetch_all(&mut *tx)
-            .await?;
+        };
         let counted_hosts = (rules.host_cap > 0).then_some(&mut hosts);
         count_round(
             &round,
@@ -528,25 +534,16 @@ async fn lease_due_within_rules(
         unasked = later;
     }
     // The claim read the budgets once, at its start, and asks an endpoint
-    // at most once, so no round depends on what an earlier one spent: the
-    // spending waits for the commit's command, one statement for them
-    // all, not a round trip for each.
-    if rated.is_empty() {
-        tx.commit().await?;
-    } else {
-        // Numbered as in the lease: `$3` the token, then the window.
-        let mut spend = Bound {
-            sql: spend_rates(5, rated.len()),
-            args: SqliteArguments::default(),
-        };
-        spend.add(now.millis())?;
-        spend.add(lease_until.millis())?;
-        spend.add(token.to_owned())?;
-        spend.add(window)?;
-        for id in rated {
+    // at most once, so no round depends on what an earlier one spent: one
+    // statement spends them all.
+    if !rated.is_empty() {
+        let mut spend = Args::default();
+        spend.add(&token)?;
+        spend.int(window);
+        for id in &rated {
             spend.add(id)?;
         }
-        spend.execute_and_commit(tx).await?;
+        execute(tx, &spend_rates(rated.len()), &spend)?;
     }
     Ok(Claim {
         deliveries,
@@ -582,51 +579,50 @@ fn count_round(
     }
 }
 
-/// A claim committed rows that will not decode (a fault in the data, not
-/// in the claim): it hands every row it leased back as it was, and its
-/// caller gets nothing to attempt. An ingest group's events are already
-/// in; the rate budget the claim spent stays spent for the rest of its
-/// second. If even the hand-back fails, the rescuer returns them when
-/// the lease passes.
-async fn hand_back_undecodable(writer: &Writer, token: &str, now: Timestamp, fault: &StoreError) {
+/// A claim leased rows that will not decode (a fault in the data, not in
+/// the claim): it hands every row it leased back as it was, in the same
+/// transaction, which still commits, and its caller gets nothing to
+/// attempt. An ingest group's events are still written, and no rate
+/// budget is spent.
+fn hand_back_undecodable(
+    tx: &Connection,
+    token: &str,
+    now: Timestamp,
+    fault: &StoreError,
+) -> Result<()> {
     tracing::error!(error = %fault, "claimed rows that will not decode; handing them back");
-    let back = async {
-        let mut tx = writer.begin().await?;
-        let sql = tx.sql_then_commit(&format!(
+    let mut args = Args::default();
+    args.int(now.millis());
+    args.add(&token)?;
+    execute(
+        tx,
+        &format!(
             "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = ? \
              WHERE state = 'in_flight' AND claim_token = ?"
-        ));
-        sqlx::query(&sql)
-            .bind(now.millis())
-            .bind(token)
-            .execute(&mut *tx)
-            .await?;
-        tx.committed();
-        Ok::<_, sqlx::Error>(())
-    };
-    if let Err(e) = back.await {
-        tracing::error!(error = %e, "could not hand back undecodable claimed rows; the rescuer will when their lease passes");
-    }
+        ),
+        &args,
+    )?;
+    Ok(())
 }
 
-/// `Store::complete_attempts` in commands of up to `INSERT_CHUNK`
-/// results, and one for the endpoints that delivered: each command is a
-/// round trip to sqlx's SQLite thread, and under load every round trip
-/// waits for the task that holds the one writer to be polled again. A
-/// chunk names each delivery once (`distinct_runs`), so the held ids its
-/// command answers say which of its results held their claims.
+/// `Store::complete_attempts` in statements of up to `INSERT_CHUNK`
+/// results, and one for the endpoints that delivered, in one transaction
+/// on the direct connection. A chunk names each delivery once
+/// (`distinct_runs`), so the held ids it reads say which of its results
+/// held their claims.
 pub(super) async fn complete_attempts(
     writer: &Writer,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
+    writer.direct(|tx| record_batch(tx, batch)).await
+}
+
+fn record_batch(tx: &Connection, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
     let mut written: Vec<&Completion> = Vec::with_capacity(batch.len());
     let mut answers = Vec::with_capacity(batch.len());
-    // Begun with the first chunk's command; the write lock first, as the
-    // command's first statement reads (`WriteTx::sql`).
-    let mut tx = writer.begin().await?;
     let runs = distinct_runs(batch);
     for chunk in runs.iter().flat_map(|run| run.chunks(INSERT_CHUNK)) {
-        let moved = record_chunk(&mut tx, chunk).await?;
+        let moved = record_chunk(tx, chunk)?;
         written.extend(chunk.iter().filter(|c| moved.contains(&c.claimed.id)));
         answers.extend(answered(chunk, &moved));
     }
@@ -638,120 +634,117 @@ pub(super) async fn complete_attempts(
             rows(healthy.len(), "(?, ?, ?, ?)"),
             endpoint_succeeded_set("h.at", "h.delivered", "h.first_started")
         );
-        let sql = tx.sql_then_commit(&sql);
-        let mut q = sqlx::query(&sql);
-        for h in healthy {
-            q = q
-                .bind(h.endpoint_id)
-                .bind(h.at.millis())
-                .bind(h.delivered)
-                .bind(h.first_started);
+        let mut args = Args::default();
+        for h in &healthy {
+            args.add(&h.endpoint_id)?;
+            args.int(h.at.millis());
+            args.int(h.delivered);
+            args.int(h.first_started);
         }
-        q.execute(&mut *tx).await?;
-        tx.committed();
-    } else {
-        tx.commit().await?;
+        execute(tx, &sql, &args)?;
     }
     Ok(answers)
 }
 
 /// Writes the attempts of `chunk` whose claims are still held and moves
-/// their deliveries to the state each result leaves, in one command:
-/// which claims are held, asked once and answered in one row (each row a
-/// statement answers is a wake-up of this task by sqlx's SQLite thread,
-/// and under load most of that thread's switches), then the attempts and
-/// the update, which ask the same of the same rows under the same lock.
-/// Answers the ids it moved.
-async fn record_chunk(tx: &mut WriteTx, chunk: &[Completion]) -> Result<HashSet<String>> {
-    let sql = format!(
-        "WITH r (id, token) AS (VALUES {0}) \
-         SELECT group_concat(d.id, ' ') FROM r JOIN deliveries d ON d.id = r.id \
-           AND d.state = 'in_flight' AND d.claim_token = r.token; \
-         WITH r (delivery_id, token, attempt, started_at, duration_ms, request_headers, \
-             response_status, response_headers, response_body, error, classification, \
-             endpoint_id) AS (VALUES {1}) \
-         INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, request_headers, \
-           response_status, response_headers, response_body, error, classification, \
-           endpoint_id) \
-         SELECT r.delivery_id, r.attempt, r.started_at, r.duration_ms, r.request_headers, \
-           r.response_status, r.response_headers, r.response_body, r.error, \
-           r.classification, r.endpoint_id \
-         FROM r JOIN deliveries d ON d.id = r.delivery_id AND d.state = 'in_flight' \
-           AND d.claim_token = r.token; \
-         WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
-           AS (VALUES {2}) \
-         UPDATE deliveries SET state = r.state, attempts = deliveries.attempts + r.counted, \
-           attempt_seq = r.seq, next_attempt_at = r.next_at, {UNCLAIMED}, \
-           last_status = r.status, last_response = r.body, last_error = r.error, \
-           finished_at = r.finished_at, updated_at = r.at \
-         FROM r WHERE deliveries.id = r.id AND deliveries.state = 'in_flight' \
-           AND deliveries.claim_token = r.token",
-        rows(chunk.len(), "(?, ?)"),
-        rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-    );
-    let sql = tx.sql(&sql);
-    let mut q = sqlx::query_scalar::<_, Option<String>>(&sql);
+/// their deliveries to the state each result leaves: which claims are
+/// held is read first, and the attempts and the update ask the same of
+/// the same rows under the same lock. Answers the ids it moved.
+fn record_chunk(tx: &Connection, chunk: &[Completion]) -> Result<HashSet<String>> {
+    let mut held = Args::default();
     for c in chunk {
-        q = q.bind(&c.claimed.id).bind(&c.claimed.claim_token);
+        held.add(&c.claimed.id)?;
+        held.add(&c.claimed.claim_token)?;
     }
+    let moved: HashSet<String> = query(
+        tx,
+        &format!(
+            "WITH r (id, token) AS (VALUES {}) \
+             SELECT d.id FROM r JOIN deliveries d ON d.id = r.id \
+               AND d.state = 'in_flight' AND d.claim_token = r.token",
+            rows(chunk.len(), "(?, ?)")
+        ),
+        &held,
+        |r| r.get(0),
+    )?
+    .into_iter()
+    .collect();
+    let mut attempts = Args::default();
     for c in chunk {
         let (claimed, record) = (&c.claimed, &c.record);
-        q = q
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .bind(record.attempt)
-            .bind(record.started_at)
-            .bind(record.duration_ms)
-            .bind(&record.request_headers)
-            .bind(record.response_status)
-            .bind(&record.response_headers)
-            .bind(&record.response_body)
-            .bind(&record.error)
-            .bind(&record.classification)
-            .bind(&claimed.endpoint_id);
+        attempts.add(&claimed.id)?;
+        attempts.add(&claimed.claim_token)?;
+        attempts.int(record.attempt);
+        attempts.int(record.started_at);
+        attempts.int(record.duration_ms);
+        attempts.add(&record.request_headers)?;
+        attempts.add(&record.response_status)?;
+        attempts.add(&record.response_headers)?;
+        attempts.add(&record.response_body)?;
+        attempts.add(&record.error)?;
+        attempts.add(&record.classification)?;
+        attempts.add(&claimed.endpoint_id)?;
     }
-    for c in chunk {
+    execute(
+        tx,
+        &format!(
+            "WITH r (delivery_id, token, attempt, started_at, duration_ms, request_headers, \
+                 response_status, response_headers, response_body, error, classification, \
+                 endpoint_id) AS (VALUES {}) \
+             INSERT INTO attempts (delivery_id, attempt, started_at, duration_ms, \
+               request_headers, response_status, response_headers, response_body, error, \
+               classification, endpoint_id) \
+             SELECT r.delivery_id, r.attempt, r.started_at, r.duration_ms, r.request_headers, \
+               r.response_status, r.response_headers, r.response_body, r.error, \
+               r.classification, r.endpoint_id \
+             FROM r JOIN deliveries d ON d.id = r.delivery_id AND d.state = 'in_flight' \
+               AND d.claim_token = r.token",
+            rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        ),
+        &attempts,
+    )?;
+    let outcomes: Vec<Outcome> = chunk.iter().map(Completion::outcome).collect();
+    let mut update = Args::default();
+    for (c, o) in chunk.iter().zip(&outcomes) {
         let (claimed, record) = (&c.claimed, &c.record);
-        let Outcome {
-            state,
-            counted,
-            next_at,
-            finished_at,
-        } = c.outcome();
-        q = q
-            .bind(&claimed.id)
-            .bind(&claimed.claim_token)
-            .bind(state.as_str())
-            .bind(counted)
-            .bind(record.attempt)
-            .bind(next_at)
-            .bind(record.response_status)
-            .bind(&record.response_body)
-            .bind(&record.error)
-            .bind(finished_at)
-            .bind(c.now.millis());
+        update.add(&claimed.id)?;
+        update.add(&claimed.claim_token)?;
+        update.text(o.state.as_str());
+        update.int(o.counted);
+        update.int(record.attempt);
+        update.int(o.next_at);
+        update.add(&record.response_status)?;
+        update.add(&record.response_body)?;
+        update.add(&record.error)?;
+        update.add(&o.finished_at)?;
+        update.int(c.now.millis());
     }
-    // All of it: a `fetch_one` would stop the command after its first row.
-    let held = q.fetch_all(&mut **tx).await?.into_iter().flatten().next();
-    Ok(held
-        .iter()
-        .flat_map(|ids| ids.split(' '))
-        .map(str::to_owned)
-        .collect())
+    execute(
+        tx,
+        &format!(
+            "WITH r (id, token, state, counted, seq, next_at, status, body, error, finished_at, at) \
+               AS (VALUES {}) \
+             UPDATE deliveries SET state = r.state, attempts = deliveries.attempts + r.counted, \
+               attempt_seq = r.seq, next_attempt_at = r.next_at, {UNCLAIMED}, \
+               last_status = r.status, last_response = r.body, last_error = r.error, \
+               finished_at = r.finished_at, updated_at = r.at \
+             FROM r WHERE deliveries.id = r.id AND deliveries.state = 'in_flight' \
+               AND deliveries.claim_token = r.token",
+            rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        ),
+        &update,
+    )?;
+    Ok(moved)
 }
 
-/// Rows per multi-row INSERT: a statement each costs a round trip to
-/// sqlx's SQLite thread, and a fixed chunk keeps the statement cache to a
-/// few texts.
+/// Rows per multi-row INSERT: a fixed chunk keeps the statement caches
+/// to a few texts.
 const INSERT_CHUNK: usize = 50;
 
 /// `row` (a parenthesized list of `?`) `n` times, for a multi-row
-/// statement. Plain `?`, not `$N`: sqlx looks up each parameter's name
-/// before binding it, and SQLite finds a numbered one's name by walking
-/// the statement's list of them, so binding 550 `$N` cost 150 000 steps
-/// (perf: `sqlite3_bind_parameter_name` was a sixth of the writer
-/// thread's time under the mixed load).
+/// statement. Plain `?`, not `$N`: a numbered parameter's name is found
+/// by walking the statement's list of them, and sqlx looks up each one's
+/// (binding 550 `$N` cost 150 000 steps).
 fn rows(n: usize, row: &str) -> String {
     vec![row; n].join(", ")
 }
@@ -761,76 +754,82 @@ pub(super) fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
-/// `Store::insert_events` in multi-row statements of `INSERT_CHUNK` rows.
+/// `Store::insert_events` in multi-row statements of `INSERT_CHUNK` rows,
+/// in one transaction on the direct connection.
 pub(super) async fn insert_events(
     writer: &Writer,
     batch: &[NewIngest],
     lease: Option<LeaseTerms>,
     token: &str,
 ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
+    writer
+        .direct(|tx| insert_group(tx, batch, lease, token))
+        .await
+}
+
+fn insert_group(
+    tx: &Connection,
+    batch: &[NewIngest],
+    lease: Option<LeaseTerms>,
+    token: &str,
+) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
     let mut accounts = ingest::accounts(batch);
-    // The list padded to a power of two with its last id: the first
-    // command's text depends on it and on the first chunk's size, and
-    // each text is one more in the writer's statement cache.
+    // The list padded to a power of two with its last id: each length is
+    // one more text in the statement cache.
     let padded = accounts.len().next_power_of_two();
     if let Some(last) = accounts.last().cloned() {
         accounts.resize(padded, last);
     }
-    // Read in the first command, ahead of its insert (the endpoints do not
-    // depend on the events): a round trip fewer. Each row of that command
-    // says which statement it came from.
-    let endpoints = format!(
-        "SELECT 'endpoint', id, account_id, event_types FROM endpoints \
-         WHERE account_id IN ({}) AND state <> 'disabled' ORDER BY created_at, id",
-        marks(accounts.len())
-    );
-    // Begun with the first chunk's command. An event that names its key
-    // is written only if the key is active: the check is part of the
-    // insert, under the write lock.
-    let mut tx = writer.begin().await?;
+    let mut args = Args::default();
+    for id in &accounts {
+        args.add(id)?;
+    }
+    let targets = query(
+        tx,
+        &format!(
+            "SELECT id, account_id, event_types FROM endpoints \
+             WHERE account_id IN ({}) AND state <> 'disabled' ORDER BY created_at, id",
+            marks(accounts.len())
+        ),
+        &args,
+        |r| {
+            let types: String = r.get(2)?;
+            Ok(ingest::Target::new(r.get(0)?, r.get(1)?, &types))
+        },
+    )?;
+    // An event that names its key is written only if the key is active:
+    // the check is part of the insert, under the write lock.
     let mut kept = Vec::with_capacity(batch.len());
-    let mut targets = Vec::new();
-    for (i, chunk) in batch.chunks(INSERT_CHUNK).enumerate() {
-        let insert = format!(
-            "WITH n (account_id, id, event_type, payload, created_at, traceparent, key_id) \
-               AS (VALUES {}) \
-             INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
-             SELECT account_id, id, event_type, payload, created_at, traceparent FROM n \
-             WHERE key_id IS NULL \
-               OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = n.key_id \
-                 AND k.revoked_at IS NULL) \
-               OR EXISTS (SELECT 1 FROM platform_keys k WHERE k.id = n.key_id \
-                 AND k.revoked_at IS NULL) \
-             ON CONFLICT DO NOTHING RETURNING 'event', account_id, id, NULL",
-            rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?)")
-        );
-        let sql = if i == 0 {
-            tx.sql(&format!("{endpoints}; {insert}"))
-        } else {
-            tx.sql(&insert)
-        };
-        let mut q = sqlx::query_as::<_, (String, String, String, Option<String>)>(&sql);
-        if i == 0 {
-            for id in &accounts {
-                q = q.bind(id);
-            }
+    for chunk in batch.chunks(INSERT_CHUNK) {
+        let mut args = Args::default();
+        let nows: Vec<i64> = chunk.iter().map(|n| n.now.millis()).collect();
+        for (n, now) in chunk.iter().zip(&nows) {
+            args.add(&n.event.account_id)?;
+            args.add(&n.event.id)?;
+            args.add(&n.event.event_type)?;
+            args.add(&n.event.payload)?;
+            args.add(now)?;
+            args.add(&n.traceparent)?;
+            args.add(&n.key_id)?;
         }
-        for n in chunk {
-            q = q
-                .bind(&n.event.account_id)
-                .bind(&n.event.id)
-                .bind(&n.event.event_type)
-                .bind(&n.event.payload)
-                .bind(n.now.millis())
-                .bind(&n.traceparent)
-                .bind(&n.key_id);
-        }
-        for (from, a, b, types) in q.fetch_all(&mut *tx).await? {
-            match (from.as_str(), types) {
-                ("endpoint", Some(types)) => targets.push(ingest::Target::new(a, b, &types)),
-                _ => kept.push((a, b)),
-            }
-        }
+        kept.extend(query(
+            tx,
+            &format!(
+                "WITH n (account_id, id, event_type, payload, created_at, traceparent, key_id) \
+                   AS (VALUES {}) \
+                 INSERT INTO events (account_id, id, event_type, payload, created_at, traceparent) \
+                 SELECT account_id, id, event_type, payload, created_at, traceparent FROM n \
+                 WHERE key_id IS NULL \
+                   OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = n.key_id \
+                     AND k.revoked_at IS NULL) \
+                   OR EXISTS (SELECT 1 FROM platform_keys k WHERE k.id = n.key_id \
+                     AND k.revoked_at IS NULL) \
+                 ON CONFLICT DO NOTHING RETURNING account_id, id",
+                rows(chunk.len(), "(?, ?, ?, ?, ?, ?, ?)")
+            ),
+            &args,
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )?);
     }
     let keys = ingest::keys(batch);
     // Every event stored: each named an active key, so only a batch that
@@ -840,17 +839,21 @@ pub(super) async fn insert_events(
         active.extend(keys);
     } else {
         for chunk in keys.chunks(INSERT_CHUNK) {
-            let sql = format!(
-                "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
-                 UNION ALL \
-                 SELECT id FROM platform_keys WHERE revoked_at IS NULL AND id IN ({0})",
-                placeholders(1, chunk.len())
-            );
-            let mut q = sqlx::query_scalar::<_, String>(&sql);
+            let mut args = Args::default();
             for id in chunk {
-                q = q.bind(id);
+                args.add(id)?;
             }
-            active.extend(q.fetch_all(&mut *tx).await?);
+            active.extend(query(
+                tx,
+                &format!(
+                    "SELECT id FROM api_keys WHERE revoked_at IS NULL AND id IN ({0}) \
+                     UNION ALL \
+                     SELECT id FROM platform_keys WHERE revoked_at IS NULL AND id IN ({0})",
+                    numbered(&placeholders(1, chunk.len()))
+                ),
+                &args,
+                |r| r.get::<_, String>(0),
+            )?);
         }
     }
     let targets: Vec<&ingest::Target> = targets.iter().collect();
@@ -860,56 +863,44 @@ pub(super) async fn insert_events(
     for d in &new {
         *made.entry(d.endpoint_id.as_str()).or_default() += 1;
     }
-    let mut inserts = new
-        .chunks(INSERT_CHUNK)
-        .map(insert_deliveries)
-        .collect::<Result<Vec<_>>>()?;
-    // The last insert goes out with what follows it: the lease's first
-    // statement, or the commit.
-    let last = inserts.pop();
-    for insert in inserts {
-        insert.execute(&mut tx).await?;
+    for chunk in new.chunks(INSERT_CHUNK) {
+        insert_deliveries(tx, chunk)?;
     }
-    let claim = match (last, lease) {
-        (Some(last), Some(mut terms)) => {
+    let claim = match lease {
+        Some(mut terms) if !new.is_empty() => {
             // Due as of the latest of the group's own times: a wall clock
             // stepped back since would hide them from the lease, which
             // would then say it left nothing due.
             let newest = batch.iter().map(|n| n.now).max();
             terms.now = newest.map_or(terms.now, |n| n.max(terms.now));
-            lease_due_within_rules(tx, Some(last), terms, Some(&made), token).await?
+            lease_due_within_rules(tx, terms, Some(&made), token)?
         }
-        (Some(last), None) => {
-            last.execute_and_commit(tx).await?;
-            Claim::default()
-        }
-        (None, _) => {
-            tx.commit().await?;
-            Claim::default()
-        }
+        _ => Claim::default(),
     };
     Ok((results, claim))
 }
 
-/// The insert of a chunk of new deliveries, pending and due at once.
-fn insert_deliveries<'q>(chunk: &[&'q Delivery]) -> Result<Bound<'q>> {
-    let mut insert = Bound {
-        sql: format!(
+/// Inserts a chunk of new deliveries, pending and due at once.
+fn insert_deliveries(tx: &Connection, chunk: &[&Delivery]) -> Result<()> {
+    let mut args = Args::default();
+    for &d in chunk {
+        args.add(&d.id)?;
+        args.add(&d.account_id)?;
+        args.add(&d.event_id)?;
+        args.add(&d.endpoint_id)?;
+        args.int(d.created_at);
+        args.int(d.give_up_at);
+        args.int(d.created_at);
+        args.int(d.created_at);
+    }
+    execute(
+        tx,
+        &format!(
             "INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
                next_attempt_at, give_up_at, created_at, updated_at) VALUES {}",
             rows(chunk.len(), "(?, ?, ?, ?, 'pending', ?, ?, ?, ?)")
         ),
-        args: SqliteArguments::default(),
-    };
-    for &d in chunk {
-        insert.add(&d.id)?;
-        insert.add(&d.account_id)?;
-        insert.add(&d.event_id)?;
-        insert.add(&d.endpoint_id)?;
-        insert.add(d.created_at)?;
-        insert.add(d.give_up_at)?;
-        insert.add(d.created_at)?;
-        insert.add(d.created_at)?;
-    }
-    Ok(insert)
+        &args,
+    )?;
+    Ok(())
 }

@@ -319,7 +319,9 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
         )
         .await;
     match result {
-        Err(StoreError::Database(e)) => assert!(e.to_string().contains("planted fault"), "{e}"),
+        Err(e @ (StoreError::Database(_) | StoreError::Direct(_))) => {
+            assert!(e.to_string().contains("planted fault"), "{e}")
+        }
         other => panic!("expected the planted fault, got {other:?}"),
     }
     assert!(matches!(
@@ -706,7 +708,8 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
     );
     assert_eq!(a.unwrap().deliveries.len(), 1);
     assert!(
-        matches!(&b, Err(StoreError::Database(e)) if e.to_string().contains("planted fault")),
+        matches!(&b, Err(e @ (StoreError::Database(_) | StoreError::Direct(_)))
+            if e.to_string().contains("planted fault")),
         "{b:?}"
     );
     assert_eq!(c.unwrap().deliveries.len(), 1);
@@ -2423,12 +2426,11 @@ async fn results_wait_out_another_process_writing_the_file() {
     );
 }
 
-/// A lease whose rows will not decode in its last round, which that
-/// round's command has already committed (its rows are decoded after it
-/// ran), hands every row it leased back: the ingest group's events stay
+/// A lease whose rows will not decode hands every row it leased back in
+/// its own transaction, which commits: the ingest group's events stay
 /// written and answered, nothing is left leased under a token no one
-/// holds, and a claim whose last round meets the same rows hands them
-/// back the same way. (A round before the last still rolls back.) Here
+/// holds, and a claim that meets the same rows hands them back the same
+/// way. Here
 /// an older due delivery's `attempts` is text that no `i64` decodes, and
 /// the group's lease takes it (one more than the group made).
 #[tokio::test]
@@ -2492,6 +2494,49 @@ async fn a_lease_whose_rows_will_not_decode_hands_them_back() {
         .claim_due(now, terms.lease_until, 100, terms.rules)
         .await
         .unwrap();
+    assert_eq!(claimed.len(), 2, "both are claimed once the fault is gone");
+    db.finish().await;
+}
+
+/// The same when the rows are met in a round before a claim's last (here
+/// two endpoints on one host under a per-host cap, asked in turn): the
+/// claim hands back what it leased and commits, instead of failing.
+#[tokio::test]
+async fn a_claim_whose_first_round_will_not_decode_hands_back_and_commits() {
+    let db = crate::helpers::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let now = TestClock::starting_now().now();
+    let acc = store.create_account("acme", now).await.unwrap();
+    for url in ["https://a.example/1", "https://a.example/2"] {
+        store
+            .create_endpoint(new_endpoint(&acc.id, url, &[]), now)
+            .await
+            .unwrap();
+    }
+    let e = to_ingest(event(&acc.id, "e", "t"), now);
+    store.insert_events(&[e]).await.unwrap();
+    store
+        .execute_script("UPDATE deliveries SET attempts = 'not a number'")
+        .await
+        .unwrap();
+    let rules = dakghar::store::ClaimRules {
+        default_rate: 0,
+        host_cap: 10,
+    };
+    let lease_until = now.plus(Duration::from_secs(300));
+    let claim = store.claim(now, lease_until, 100, rules).await.unwrap();
+    assert!(claim.deliveries.is_empty(), "nothing to attempt");
+    store
+        .execute_script("UPDATE deliveries SET attempts = 0")
+        .await
+        .unwrap();
+    let rows = store.deliveries_of_event(&acc.id, "e").await.unwrap();
+    assert_eq!(rows.len(), 2);
+    for row in &rows {
+        assert_eq!(row.state, DeliveryState::Pending, "not left leased");
+        assert_eq!(row.claim_token, None);
+    }
+    let claimed = store.claim_due(now, lease_until, 100, rules).await.unwrap();
     assert_eq!(claimed.len(), 2, "both are claimed once the fault is gone");
     db.finish().await;
 }

@@ -1,16 +1,15 @@
-//! SQLite's one connection for the delivery path's writes, held behind a
-//! lock rather than in a pool, and transactions on it that cost no round
-//! trip of their own where the caller can help it.
+//! SQLite's one writer, held behind a lock rather than in a pool: two
+//! connections to the file that take turns, so that only one writes at a
+//! time.
 //!
-//! Every command is a round trip to sqlx's SQLite thread, and at low load
-//! each one wakes a sleeping thread (perf over the 10 % phase: three
-//! quarters of those threads' time in the kernel's scheduler). A pooled
-//! connection pings that thread every time it goes back to the pool, and
-//! a transaction sqlx begins with `BEGIN IMMEDIATE` asks it once more
-//! whether one began: with `BEGIN` and `COMMIT` that was four round trips
-//! of bookkeeping a transaction. Here `BEGIN IMMEDIATE` goes out in the
-//! same command as the transaction's first statement, and the caller may
-//! send `COMMIT` in the one of its last.
+//! The delivery path's writes (ingest groups, claims, results) run on a
+//! connection of their own, each transaction from `BEGIN IMMEDIATE` to
+//! its commit on the caller's thread (`Writer::direct`). Through sqlx,
+//! every statement was a round trip to its SQLite thread; under the
+//! mixed load each of a transaction's three commands waited for a core
+//! there and again on the way back, and the lock was held 92 % of the
+//! time while SQLite ran for about half of it. The other writes
+//! (`Writer::lock`, the dashboard's and the API's) go through sqlx.
 
 use std::{
     ops::{Deref, DerefMut},
@@ -25,23 +24,69 @@ use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 /// pool it replaces did: the writes queued ahead of it are stuck.
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Takes the file's write lock for a transaction on `conn`, trying again
+/// while another connection holds it, as SQLite's busy handler would (at
+/// 1, 2, 5, 10, … ms, then every 100 ms), until `busy` has passed. A
+/// transaction left open (its rollback failed) is rolled back first.
+// `&mut`: a shared `Connection` is not `Sync`, and the wait is an await.
+async fn begin_immediate(conn: &mut rusqlite::Connection, busy: Duration) -> rusqlite::Result<()> {
+    const WAITS_MS: [u64; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK")?;
+    }
+    let started = Instant::now();
+    for k in 0.. {
+        match conn.execute_batch("BEGIN IMMEDIATE") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && started.elapsed() < busy =>
+            {
+                let wait = Duration::from_millis(WAITS_MS[k.min(WAITS_MS.len() - 1)]);
+                tokio::time::sleep(wait.min(busy.saturating_sub(started.elapsed()))).await;
+            }
+            done => return done,
+        }
+    }
+    unreachable!("the loop returns")
+}
+
+/// Rolls back what `direct`'s work began; if even that fails, the next
+/// `begin_immediate` tries again before it begins.
+fn roll_back(conn: &rusqlite::Connection) {
+    if let Err(e) = conn.execute_batch("ROLLBACK") {
+        tracing::warn!(error = %e, "could not roll back a write; the next one will");
+    }
+}
+
+/// Runs `f`, which blocks, on this thread; on a multi-threaded runtime
+/// its other tasks move to another thread meanwhile. Bench: run
+/// without that hand-over, the knee of the mixed load fell (0.36-0.47 of
+/// the burn-down against 0.47-0.55), as requests and attempts queued
+/// behind the writes.
+fn on_this_thread<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Writer {
     /// The connection, `None` once the store is closed.
     slot: Arc<Mutex<Option<Slot>>>,
     /// When the last holder let go (`HoldTimer`).
     released: Arc<std::sync::Mutex<Instant>>,
+    /// How long `direct` waits for another process's write lock.
+    busy: Duration,
 }
 
-#[derive(Debug)]
 pub(crate) struct Slot {
     conn: SqliteConnection,
-    /// A transaction was dropped before it ended: whoever holds the
-    /// connection next rolls it back first.
-    left_open: bool,
+    /// For `Writer::direct`.
+    direct: rusqlite::Connection,
 }
 
-/// The connection, held: nothing else writes through it meanwhile.
+/// sqlx's connection, held: nothing else writes meanwhile.
 pub(crate) struct Held {
     // Before the guard, so it stops before the next holder's starts.
     _held: HoldTimer,
@@ -82,15 +127,87 @@ impl Drop for HoldTimer {
     }
 }
 
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("conn", &self.conn)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a connection could not be opened or set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectError {
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    #[error(transparent)]
+    Direct(#[from] rusqlite::Error),
+}
+
 impl Writer {
-    pub(in crate::store) async fn connect(options: &SqliteConnectOptions) -> sqlx::Result<Self> {
+    /// Both connections; the direct one, opened once sqlx's has created
+    /// the file and put it in WAL mode, with the pragmas every connection
+    /// here has (`sqlite::connect`) and `busy` as its busy timeout.
+    pub(in crate::store) async fn connect(
+        options: &SqliteConnectOptions,
+        busy: Duration,
+    ) -> Result<Self, ConnectError> {
         let conn = options.connect().await?;
+        // The file sqlx's connection opened: a database in memory would
+        // be another one for each connection.
+        let path = options.get_filename();
+        if path.as_os_str().is_empty() || path.to_string_lossy().contains(":memory:") {
+            return Err(ConnectError::Sqlx(sqlx::Error::Configuration(
+                "SQLite needs a file: a database in memory is one per connection".into(),
+            )));
+        }
+        let direct = rusqlite::Connection::open(path)?;
+        // `direct` waits for the write lock itself; once a transaction
+        // holds it, nothing in WAL mode waits on another connection.
+        direct.busy_timeout(Duration::ZERO)?;
+        direct.pragma_update(None, "synchronous", "NORMAL")?;
+        direct.pragma_update(None, "foreign_keys", "ON")?;
+        // Its statements come in a text per row count, as sqlx's do.
+        direct.set_prepared_statement_cache_capacity(1000);
         Ok(Self {
-            slot: Arc::new(Mutex::new(Some(Slot {
-                conn,
-                left_open: false,
-            }))),
+            slot: Arc::new(Mutex::new(Some(Slot { conn, direct }))),
             released: Arc::new(std::sync::Mutex::new(Instant::now())),
+            busy,
+        })
+    }
+
+    /// `work` in a transaction on the direct connection, committed if it
+    /// returns `Ok`, else rolled back. Begun `IMMEDIATE`, the write lock
+    /// first: a read's snapshot that another process's commit has passed
+    /// cannot become a write (SQLITE_BUSY_SNAPSHOT, at once, whatever the
+    /// busy timeout). While another process holds that lock this waits
+    /// here, asleep, up to `busy` (SQLite's own busy handler would wait
+    /// on this thread, and on a single-threaded runtime hold up every
+    /// task, the other process's commit included if it is ours). `work`
+    /// then runs to its end on this thread, so no cancellation can leave
+    /// it half done.
+    pub(crate) async fn direct<T, E>(
+        &self,
+        work: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E>
+    where
+        E: From<sqlx::Error> + From<rusqlite::Error>,
+    {
+        let (mut slot, _held) = self.slot().await?;
+        let conn = &mut slot.direct;
+        begin_immediate(conn, self.busy).await?;
+        on_this_thread(|| match work(conn) {
+            Ok(done) => match conn.execute_batch("COMMIT") {
+                Ok(()) => Ok(done),
+                Err(e) => {
+                    roll_back(conn);
+                    Err(e.into())
+                }
+            },
+            Err(e) => {
+                roll_back(conn);
+                Err(e)
+            }
         })
     }
 
@@ -101,18 +218,6 @@ impl Writer {
         Ok(Held {
             _held: held,
             conn: OwnedMappedMutexGuard::map(slot, |s| &mut s.conn),
-        })
-    }
-
-    /// A transaction, begun with its first statement (`WriteTx::sql`).
-    pub(crate) async fn begin(&self) -> sqlx::Result<WriteTx> {
-        let (slot, held) = self.slot().await?;
-        Ok(WriteTx {
-            _held: held,
-            slot,
-            writer: self.clone(),
-            begun: false,
-            ended: false,
         })
     }
 
@@ -127,7 +232,7 @@ impl Writer {
                 (held, true)
             }
         };
-        let mut slot =
+        let slot =
             OwnedMutexGuard::try_map(held, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
         // The fair lock handed the connection over when the holder ahead let
         // go, which under load can be well before this task runs again:
@@ -141,118 +246,19 @@ impl Writer {
             since,
             released: Arc::clone(&self.released),
         };
-        if slot.left_open {
-            match sqlx::query("ROLLBACK").execute(&mut slot.conn).await {
-                Ok(_) => {}
-                // Nothing to roll back: the `BEGIN` itself failed, or
-                // SQLite rolled back on the error.
-                Err(sqlx::Error::Database(e))
-                    if e.message().contains("no transaction is active") => {}
-                // Still open: the next holder tries again.
-                Err(e) => return Err(e),
-            }
-            slot.left_open = false;
-        }
         Ok((slot, held))
     }
 
-    /// Closes the connection once the writes queued ahead are done; later
-    /// writes fail as on a closed pool.
+    /// Closes both connections once the writes queued ahead are done;
+    /// later writes fail as on a closed pool.
     pub(crate) async fn close(&self) {
         if let Some(slot) = self.slot.lock().await.take() {
             // Closing only finishes what the thread has; an error here
             // has nothing left to lose.
             let _ = slot.conn.close().await;
-        }
-    }
-}
-
-/// A transaction on the writer. Dropped before it ends (an error the
-/// caller passed on with `?`, a caller cancelled mid-way), it is rolled
-/// back before the connection's next use, and a task of its own takes
-/// the connection to do it at once: until then the file's write lock is
-/// held against every other connection.
-pub(crate) struct WriteTx {
-    // Before the guard, so it stops before the next holder's starts.
-    _held: HoldTimer,
-    slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
-    writer: Writer,
-    /// Its `BEGIN` went out, or may have.
-    begun: bool,
-    /// Committed.
-    ended: bool,
-}
-
-impl WriteTx {
-    /// `sql`, with the transaction's `BEGIN IMMEDIATE` ahead of it in the
-    /// same command if that has not gone out yet. Immediate: the write
-    /// lock first, as a read's snapshot that another process's commit
-    /// has passed cannot become a write (SQLITE_BUSY_SNAPSHOT, at once,
-    /// whatever the busy timeout).
-    pub(crate) fn sql(&mut self, sql: &str) -> String {
-        if std::mem::replace(&mut self.begun, true) {
-            sql.to_owned()
-        } else {
-            format!("BEGIN IMMEDIATE; {sql}")
-        }
-    }
-
-    /// `sql` (as `sql` gives it) and then `COMMIT`, for the transaction's
-    /// last statement; `committed` says it ran. Its rows, if any, come
-    /// back after the commit has run, so a row that fails to decode
-    /// cannot roll it back: read them raw and decode after, handling the
-    /// failure as a committed write (a lease's last round hands its rows
-    /// back), never with a `query_as` whose error would look like a
-    /// rollback.
-    pub(crate) fn sql_then_commit(&mut self, sql: &str) -> String {
-        format!("{}; COMMIT", self.sql(sql))
-    }
-
-    /// The writer this transaction holds, for a write after it ends.
-    pub(crate) fn writer(&self) -> &Writer {
-        &self.writer
-    }
-
-    /// The statement from `sql_then_commit` ran: its `COMMIT` with it.
-    pub(crate) fn committed(mut self) {
-        self.ended = true;
-    }
-
-    pub(crate) async fn commit(mut self) -> sqlx::Result<()> {
-        if self.begun {
-            sqlx::query("COMMIT").execute(&mut *self).await?;
-        }
-        self.ended = true;
-        Ok(())
-    }
-}
-
-impl Deref for WriteTx {
-    type Target = SqliteConnection;
-
-    fn deref(&self) -> &SqliteConnection {
-        &self.slot.conn
-    }
-}
-
-impl DerefMut for WriteTx {
-    fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.slot.conn
-    }
-}
-
-impl Drop for WriteTx {
-    fn drop(&mut self) {
-        if !self.begun || self.ended {
-            return;
-        }
-        self.slot.left_open = true;
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let writer = self.writer.clone();
-            runtime.spawn(async move {
-                // Its error is the next writer's too, which tries again.
-                let _ = writer.lock().await;
-            });
+            if let Err((_, e)) = slot.direct.close() {
+                tracing::warn!(error = %e, "closing SQLite's direct connection failed");
+            }
         }
     }
 }
@@ -260,13 +266,16 @@ impl Drop for WriteTx {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreError;
 
     async fn writer(dir: &tempfile::TempDir) -> (Writer, SqliteConnectOptions) {
         let options = SqliteConnectOptions::new()
             .filename(dir.path().join("w.db"))
             .create_if_missing(true)
             .busy_timeout(Duration::from_millis(100));
-        let writer = Writer::connect(&options).await.unwrap();
+        let writer = Writer::connect(&options, Duration::from_millis(100))
+            .await
+            .unwrap();
         write_alone(&writer, "CREATE TABLE t (n INTEGER)").await;
         (writer, options)
     }
@@ -285,34 +294,45 @@ mod tests {
             .unwrap()
     }
 
+    fn insert(tx: &rusqlite::Connection, n: i64) -> Result<(), StoreError> {
+        tx.execute("INSERT INTO t VALUES (?1)", [n])?;
+        Ok(())
+    }
+
     #[tokio::test]
-    async fn a_transaction_is_one_with_its_first_and_last_statements() {
+    async fn a_direct_transaction_commits_what_its_work_wrote() {
         let dir = tempfile::tempdir().unwrap();
         let (writer, options) = writer(&dir).await;
-        let mut tx = writer.begin().await.unwrap();
-        let first = tx.sql("INSERT INTO t VALUES (1)");
-        sqlx::query(&first).execute(&mut *tx).await.unwrap();
-        assert_eq!(count(&options).await, 0, "not committed yet");
-        let last = tx.sql_then_commit("INSERT INTO t VALUES (2)");
-        sqlx::query(&last).execute(&mut *tx).await.unwrap();
-        tx.committed();
+        let done = writer
+            .direct(|tx| {
+                insert(tx, 1)?;
+                insert(tx, 2)?;
+                Ok::<_, StoreError>("done")
+            })
+            .await;
+        assert_eq!(done.unwrap(), "done");
         assert_eq!(count(&options).await, 2);
     }
 
     #[tokio::test]
-    async fn a_transaction_dropped_mid_way_is_rolled_back_before_the_next_write() {
+    async fn a_direct_transaction_whose_work_fails_writes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let (writer, options) = writer(&dir).await;
-        let mut tx = writer.begin().await.unwrap();
-        let first = tx.sql("INSERT INTO t VALUES (1)");
-        sqlx::query(&first).execute(&mut *tx).await.unwrap();
-        drop(tx);
+        let failed = writer
+            .direct(|tx| {
+                insert(tx, 1)?;
+                Err::<(), _>(StoreError::Conflict("row"))
+            })
+            .await;
+        assert!(matches!(failed, Err(StoreError::Conflict(_))));
+        assert_eq!(count(&options).await, 0, "its first insert rolled back");
         write_alone(&writer, "INSERT INTO t VALUES (3)").await;
-        assert_eq!(count(&options).await, 1, "only the write after it");
+        assert_eq!(count(&options).await, 1, "the writer goes on");
     }
 
     #[tokio::test]
-    async fn a_transaction_whose_begin_failed_leaves_the_writer_usable() {
+    async fn a_direct_transaction_that_cannot_lock_the_file_fails_unavailable_and_the_writer_goes_on(
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let (writer, options) = writer(&dir).await;
         let mut other = options.connect().await.unwrap();
@@ -320,18 +340,15 @@ mod tests {
             .execute(&mut other)
             .await
             .unwrap();
-        let mut tx = writer.begin().await.unwrap();
-        let first = tx.sql("INSERT INTO t VALUES (1)");
-        let busy = sqlx::query(&first).execute(&mut *tx).await;
-        assert!(busy.is_err(), "the other connection holds the write lock");
-        drop(tx);
-        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
-        write_alone(&writer, "INSERT INTO t VALUES (2)").await;
-        assert_eq!(
-            count(&options).await,
-            1,
-            "written, not held in a transaction"
+        let busy = writer.direct(|tx| insert(tx, 1)).await;
+        assert!(
+            busy.as_ref().is_err_and(StoreError::is_unavailable),
+            "the other connection holds the write lock: {busy:?}"
         );
+        sqlx::query("ROLLBACK").execute(&mut other).await.unwrap();
+        writer.direct(|tx| insert(tx, 2)).await.unwrap();
+        write_alone(&writer, "INSERT INTO t VALUES (3)").await;
+        assert_eq!(count(&options).await, 2);
     }
 
     #[tokio::test]
@@ -340,5 +357,10 @@ mod tests {
         let (writer, _) = writer(&dir).await;
         writer.close().await;
         assert!(matches!(writer.lock().await, Err(sqlx::Error::PoolClosed)));
+        let direct = writer.direct(|tx| insert(tx, 1)).await;
+        assert!(
+            matches!(direct, Err(StoreError::Database(sqlx::Error::PoolClosed))),
+            "{direct:?}"
+        );
     }
 }
