@@ -308,6 +308,12 @@ impl<'a> Args<'a> {
         self.0.push(ToSqlOutput::Owned(Value::Integer(value)));
     }
 
+    fn opt_int(&mut self, value: Option<i64>) {
+        self.0.push(ToSqlOutput::Owned(
+            value.map_or(Value::Null, Value::Integer),
+        ));
+    }
+
     fn text(&mut self, value: &'a str) {
         self.0
             .push(ToSqlOutput::Borrowed(ValueRef::Text(value.as_bytes())));
@@ -703,20 +709,25 @@ fn record_chunk(tx: &Connection, chunk: &[Completion]) -> Result<HashSet<String>
         ),
         &attempts,
     )?;
-    let outcomes: Vec<Outcome> = chunk.iter().map(Completion::outcome).collect();
     let mut update = Args::default();
-    for (c, o) in chunk.iter().zip(&outcomes) {
+    for c in chunk {
         let (claimed, record) = (&c.claimed, &c.record);
+        let Outcome {
+            state,
+            counted,
+            next_at,
+            finished_at,
+        } = c.outcome();
         update.add(&claimed.id)?;
         update.add(&claimed.claim_token)?;
-        update.text(o.state.as_str());
-        update.int(o.counted);
+        update.text(state.as_str());
+        update.int(counted);
         update.int(record.attempt);
-        update.int(o.next_at);
+        update.int(next_at);
         update.add(&record.response_status)?;
         update.add(&record.response_body)?;
         update.add(&record.error)?;
-        update.add(&o.finished_at)?;
+        update.opt_int(finished_at);
         update.int(c.now.millis());
     }
     execute(
@@ -742,14 +753,15 @@ fn record_chunk(tx: &Connection, chunk: &[Completion]) -> Result<HashSet<String>
 const INSERT_CHUNK: usize = 50;
 
 /// `row` (a parenthesized list of `?`) `n` times, for a multi-row
-/// statement. Plain `?`, not `$N`: a numbered parameter's name is found
-/// by walking the statement's list of them, and sqlx looks up each one's
-/// (binding 550 `$N` cost 150 000 steps).
+/// statement, its parameters bound by position.
 fn rows(n: usize, row: &str) -> String {
     vec![row; n].join(", ")
 }
 
-/// `n` plain parameters, `?, ?, …` (see `rows`).
+/// `n` plain parameters, `?, ?, …`, for sqlx: it looks up each
+/// parameter's name before binding it, and SQLite finds a numbered one's
+/// by walking the statement's list of them (binding 550 `$N` cost
+/// 150 000 steps).
 pub(super) fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
@@ -802,13 +814,12 @@ fn insert_group(
     let mut kept = Vec::with_capacity(batch.len());
     for chunk in batch.chunks(INSERT_CHUNK) {
         let mut args = Args::default();
-        let nows: Vec<i64> = chunk.iter().map(|n| n.now.millis()).collect();
-        for (n, now) in chunk.iter().zip(&nows) {
+        for n in chunk {
             args.add(&n.event.account_id)?;
             args.add(&n.event.id)?;
             args.add(&n.event.event_type)?;
             args.add(&n.event.payload)?;
-            args.add(now)?;
+            args.int(n.now.millis());
             args.add(&n.traceparent)?;
             args.add(&n.key_id)?;
         }
