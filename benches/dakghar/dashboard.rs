@@ -157,6 +157,11 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
             "evt_",
         ),
         (
+            "event list, type and state=delivered",
+            Box::new(|_| "/events?type=invoice.paid&state=delivered".into()),
+            "evt_",
+        ),
+        (
             "event list, filter matching nothing",
             Box::new(|_| "/events?state=in_flight".into()),
             "",

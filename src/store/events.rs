@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use super::{
-    ingest::NewIngest, sql::placeholders, Attempt, Delivery, DeliveryState, Event, Pool, Result,
-    Store, StoreError,
+    ingest::NewIngest, sql::placeholders, Attempt, Backend, Delivery, DeliveryState, Event, Pool,
+    Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -77,7 +77,7 @@ enum Bind {
 /// an exact id is a key lookup; a type alone walks the type index; a
 /// delivery filter walks the deliveries' index for it newest first and
 /// stops after a page, so a filter matching little or nothing is a probe.
-fn list_sql(filter: &EventFilter, limit: i64) -> (String, Vec<Bind>) {
+fn list_sql(filter: &EventFilter, limit: i64, backend: Backend) -> (String, Vec<Bind>) {
     let mut binds = Vec::new();
     let mut arg = |b: Bind| {
         binds.push(b);
@@ -165,9 +165,21 @@ fn list_sql(filter: &EventFilter, limit: i64) -> (String, Vec<Bind>) {
         let mut c = on_event("e", &mut arg);
         c.extend(window("e.created_at", "e.id", &mut arg));
         if !on_delivery.is_empty() {
+            // A delivery is made with its event and shares its created_at.
+            // Said in the probe, it makes SQLite's a seek on the delivery
+            // indexes that end (created_at, event_id); without it SQLite,
+            // having no statistics, walked all of the account's deliveries
+            // in the state for each event (0.9 s for a page of a type
+            // among 100 k delivered events). Postgres would take the term
+            // for a second filter, expect next to nothing to match, and
+            // hash every event of the type instead of probing a page.
+            let same_time = match backend {
+                Backend::Sqlite => " AND d.created_at = e.created_at",
+                Backend::Postgres => "",
+            };
             c.push(format!(
                 "EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-                   AND d.event_id = e.id{})",
+                   AND d.event_id = e.id{same_time}{})",
                 and(on_delivery)
             ));
         }
@@ -306,7 +318,7 @@ impl Store {
         filter: &EventFilter,
         limit: i64,
     ) -> Result<EventPage> {
-        let (sql, binds) = list_sql(filter, limit + 1);
+        let (sql, binds) = list_sql(filter, limit + 1, self.backend());
         let mut events = on_pool!(self, |p| {
             let mut q = sqlx::query_as::<_, Event>(&sql).bind(account_id);
             for b in &binds {

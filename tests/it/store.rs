@@ -66,6 +66,7 @@ on_both_backends!(
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
     each_filter_form_lists_an_event_once_and_pages_in_order,
     the_list_filters_by_last_answer_type_id_and_time,
+    each_state_combines_with_a_type_and_in_flight_work_counts_as_queued,
 );
 
 const WINDOW: Duration = Duration::from_secs(72 * 3600);
@@ -2299,6 +2300,107 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
         .await
         .unwrap()
         .is_empty());
+}
+
+/// A state holds with a type or an endpoint for one and the same delivery,
+/// in flight as much as any other (a state with a type probes each
+/// event's own deliveries); the installation overview counts what is in
+/// flight as queued, each account its own.
+async fn each_state_combines_with_a_type_and_in_flight_work_counts_as_queued(store: Store) {
+    use dakghar::store::EventFilter;
+    // e1 (two) and e2 (two) share a millisecond; "two" goes to a and b.
+    let (acc, a, b) =
+        two_endpoints_and_events(&store, &["one", "two", "two", "one", "two"], &[2]).await;
+    let now = Timestamp(1_700_000_100_000);
+    let beta = store.create_account("beta", now).await.unwrap();
+    store
+        .create_endpoint(new_endpoint(&beta.id, "https://c.example/", &[]), now)
+        .await
+        .unwrap();
+    store
+        .insert_event(event(&beta.id, "b0", "one"), now, now.plus(WINDOW))
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_due(
+            now,
+            now.plus(Duration::from_secs(300)),
+            100,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 9);
+    // Left in flight: e1 at b, e2 at a, e4 at a and at b, and b0.
+    for d in &claimed {
+        match (d.event_id.as_str(), d.endpoint_id == a.id) {
+            ("e0", _) | ("e3", _) => {
+                store
+                    .complete_attempt(d, &record(1, Some(200)), Transition::Delivered, now)
+                    .await
+                    .unwrap();
+            }
+            ("e1", true) => {
+                store
+                    .complete_attempt(d, &record(1, Some(400)), Transition::Failed, now)
+                    .await
+                    .unwrap();
+            }
+            ("e2", false) => store.release_claim(d, now).await.unwrap(),
+            _ => {}
+        }
+    }
+    let list = |state: &str, event_type: Option<&str>, endpoint: Option<&str>| {
+        let filter = EventFilter {
+            state: Some(state.into()),
+            event_type: event_type.map(Into::into),
+            endpoint_id: endpoint.map(Into::into),
+            ..EventFilter::default()
+        };
+        let store = store.clone();
+        let acc = acc.id.clone();
+        async move { all_pages(&store, &acc, filter).await }
+    };
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        list("in_flight", None, None).await,
+        ids(&["e4", "e2", "e1"]),
+        "newest first, e4 once for its two, not beta's b0"
+    );
+    assert_eq!(
+        list("in_flight", Some("two"), None).await,
+        ids(&["e4", "e2", "e1"])
+    );
+    assert!(list("in_flight", Some("one"), None).await.is_empty());
+    assert_eq!(
+        list("in_flight", None, Some(&b.id)).await,
+        ids(&["e4", "e1"])
+    );
+    assert_eq!(list("failed", Some("two"), None).await, ids(&["e1"]));
+    assert!(list("failed", Some("one"), None).await.is_empty());
+    assert_eq!(
+        list("delivered", Some("one"), None).await,
+        ids(&["e3", "e0"])
+    );
+    assert!(list("delivered", Some("two"), None).await.is_empty());
+    assert_eq!(list("pending", None, None).await, ids(&["e2"]));
+    assert_eq!(
+        list("pending", Some("two"), Some(&b.id)).await,
+        ids(&["e2"])
+    );
+    assert!(list("pending", None, Some(&a.id)).await.is_empty());
+
+    let overview = store.accounts_overview().await.unwrap();
+    let of = |id: &str| {
+        let o = overview.iter().find(|o| o.id == id).unwrap();
+        (o.queued, o.dead_letters)
+    };
+    assert_eq!(
+        of(&acc.id),
+        (5, 1),
+        "four in flight and one pending; e1 at a"
+    );
+    assert_eq!(of(&beta.id), (1, 0), "b0 in flight");
 }
 
 /// A Postgres claim sends each endpoint's row along once, however many of
