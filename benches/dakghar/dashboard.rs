@@ -162,6 +162,11 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
             "evt_",
         ),
         (
+            "event list, type and last answer 5xx",
+            Box::new(|_| "/events?type=invoice.paid&status=5xx".into()),
+            "evt_",
+        ),
+        (
             "event list, filter matching nothing",
             Box::new(|_| "/events?state=in_flight".into()),
             "",
