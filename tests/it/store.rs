@@ -2225,6 +2225,30 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
         .is_empty());
     assert!(list(by_id("e2", of_type("two"))).await.is_empty());
 
+    // A last answer with a type: each event's own deliveries, probed.
+    let typed = |t: &str, f: EventFilter| EventFilter {
+        event_type: Some(t.into()),
+        ..f
+    };
+    assert_eq!(
+        list(typed("two", answer(AnswerFilter::Class(4)))).await,
+        ids(&["e3", "e1"])
+    );
+    assert!(list(typed("one", answer(AnswerFilter::Class(4))))
+        .await
+        .is_empty());
+    assert_eq!(
+        list(typed("one", answer(AnswerFilter::Timeout))).await,
+        ids(&["e2"])
+    );
+    assert_eq!(
+        list(typed("two", answer(AnswerFilter::Status(200)))).await,
+        ids(&["e3", "e1"])
+    );
+    assert!(list(typed("two", answer(AnswerFilter::Class(5))))
+        .await
+        .is_empty());
+
     // A window of time: e0 to e4 were made at +1 s to +5 s.
     let start = 1_700_000_000_000;
     let window = EventFilter {
