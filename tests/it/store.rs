@@ -35,6 +35,25 @@ async fn pause(store: &Store, account_id: &str, id: &str, now: Timestamp) {
         .unwrap();
 }
 
+/// What a claim at `now` under the default rules leases, `limit` at
+/// most, for five minutes.
+async fn claim_for_five_minutes(store: &Store, now: Timestamp, limit: i64) -> Vec<Delivery> {
+    store
+        .claim_due(
+            now,
+            now.plus(Duration::from_secs(300)),
+            limit,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap()
+}
+
+/// Event ids as the list gives them back.
+fn ids(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
 /// The deliveries' own ids, sorted.
 fn ids_of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Vec<String> {
     let mut ids: Vec<String> = deliveries.into_iter().map(|d| d.id.clone()).collect();
@@ -1699,15 +1718,7 @@ async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
     for inserted in store.insert_events(&events).await.unwrap() {
         inserted.unwrap();
     }
-    let claimed = store
-        .claim_due(
-            now,
-            now.plus(Duration::from_secs(300)),
-            120,
-            dakghar::store::ClaimRules::default(),
-        )
-        .await
-        .unwrap();
+    let claimed = claim_for_five_minutes(&store, now, 120).await;
     assert_eq!(claimed.len(), 120);
 
     let later = now.plus(Duration::from_secs(1));
@@ -1803,15 +1814,7 @@ async fn a_batch_of_results_answers_for_each_in_its_place(store: Store) {
         .pop()
         .unwrap()
         .unwrap();
-    let claimed = store
-        .claim_due(
-            now,
-            now.plus(Duration::from_secs(300)),
-            1,
-            dakghar::store::ClaimRules::default(),
-        )
-        .await
-        .unwrap();
+    let claimed = claim_for_five_minutes(&store, now, 1).await;
     assert_eq!(endpoints_of(&claimed), [other.id.as_str()]);
     let mut success = result(&stale(&claimed[0]), 0);
     success.transition = Transition::Delivered;
@@ -2110,15 +2113,7 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
     let (acc, a, b) =
         two_endpoints_and_events(&store, &["one", "two", "one", "two", "one"], &[]).await;
     let now = Timestamp(1_700_000_100_000);
-    let claimed = store
-        .claim_due(
-            now,
-            now.plus(Duration::from_secs(300)),
-            100,
-            dakghar::store::ClaimRules::default(),
-        )
-        .await
-        .unwrap();
+    let claimed = claim_for_five_minutes(&store, now, 100).await;
     assert_eq!(claimed.len(), 7);
     let later = Transition::Retry {
         next_attempt_at: now.plus(Duration::from_secs(600)),
@@ -2152,7 +2147,6 @@ async fn the_list_filters_by_last_answer_type_id_and_time(store: Store) {
         answer: Some(x),
         ..EventFilter::default()
     };
-    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(list(answer(AnswerFilter::Status(500))).await, ids(&["e0"]));
     assert_eq!(list(answer(AnswerFilter::Class(5))).await, ids(&["e0"]));
     assert_eq!(
@@ -2345,15 +2339,7 @@ async fn each_state_combines_with_a_type_and_in_flight_work_counts_as_queued(sto
         .insert_event(event(&beta.id, "b0", "one"), now, now.plus(WINDOW))
         .await
         .unwrap();
-    let claimed = store
-        .claim_due(
-            now,
-            now.plus(Duration::from_secs(300)),
-            100,
-            dakghar::store::ClaimRules::default(),
-        )
-        .await
-        .unwrap();
+    let claimed = claim_for_five_minutes(&store, now, 100).await;
     assert_eq!(claimed.len(), 9);
     // Left in flight: e1 at b, e2 at a, e4 at a and at b, and b0.
     for d in &claimed {
@@ -2385,7 +2371,6 @@ async fn each_state_combines_with_a_type_and_in_flight_work_counts_as_queued(sto
         let acc = acc.id.clone();
         async move { all_pages(&store, &acc, filter).await }
     };
-    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
         list("in_flight", None, None).await,
         ids(&["e4", "e2", "e1"]),
