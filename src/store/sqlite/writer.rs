@@ -20,6 +20,8 @@ use std::{
 use sqlx::{sqlite::SqliteConnectOptions, ConnectOptions, Connection, SqliteConnection};
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 
+use super::checkpoints::{self, Checkpoints};
+
 /// How long a write waits for the connection before it gives up, as the
 /// pool it replaces did: the writes queued ahead of it are stuck.
 const WAIT: Duration = Duration::from_secs(30);
@@ -84,26 +86,35 @@ pub(crate) struct Slot {
     conn: SqliteConnection,
     /// For `Writer::direct`.
     direct: rusqlite::Connection,
+    /// Told of the commits of both.
+    checkpoints: Checkpoints,
 }
 
 /// sqlx's connection, held: nothing else writes meanwhile.
 pub(crate) struct Held {
     // Before the guard, so it stops before the next holder's starts.
     _held: HoldTimer,
-    conn: OwnedMappedMutexGuard<Option<Slot>, SqliteConnection>,
+    slot: OwnedMappedMutexGuard<Option<Slot>, Slot>,
 }
 
 impl Deref for Held {
     type Target = SqliteConnection;
 
     fn deref(&self) -> &SqliteConnection {
-        &self.conn
+        &self.slot.conn
     }
 }
 
 impl DerefMut for Held {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
-        &mut self.conn
+        &mut self.slot.conn
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Whatever its holder committed.
+        self.slot.checkpoints.committed();
     }
 }
 
@@ -142,6 +153,8 @@ pub(crate) enum ConnectError {
     Sqlx(#[from] sqlx::Error),
     #[error(transparent)]
     Direct(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Checkpoints(#[from] checkpoints::StartError),
 }
 
 impl Writer {
@@ -152,7 +165,7 @@ impl Writer {
         options: &SqliteConnectOptions,
         busy: Duration,
     ) -> Result<Self, ConnectError> {
-        let conn = options.connect().await?;
+        let mut conn = options.connect().await?;
         // The file sqlx's connection opened: a database in memory would
         // be another one for each connection.
         let path = options.get_filename();
@@ -169,8 +182,22 @@ impl Writer {
         direct.pragma_update(None, "foreign_keys", "ON")?;
         // Its statements come in a text per row count, as sqlx's do.
         direct.set_prepared_statement_cache_capacity(1000);
+        // The checkpoint thread copies the log; these two only past the
+        // backstop.
+        direct.pragma_update(None, "wal_autocheckpoint", checkpoints::BACKSTOP_PAGES)?;
+        sqlx::query(&format!(
+            "PRAGMA wal_autocheckpoint = {}",
+            checkpoints::BACKSTOP_PAGES
+        ))
+        .execute(&mut conn)
+        .await?;
+        let checkpoints = Checkpoints::start(path)?;
         Ok(Self {
-            slot: Arc::new(Mutex::new(Some(Slot { conn, direct }))),
+            slot: Arc::new(Mutex::new(Some(Slot {
+                conn,
+                direct,
+                checkpoints,
+            }))),
             released: Arc::new(std::sync::Mutex::new(Instant::now())),
             busy,
         })
@@ -196,7 +223,7 @@ impl Writer {
         let (mut slot, _held) = self.slot().await?;
         let conn = &mut slot.direct;
         begin_immediate(conn, self.busy).await?;
-        on_this_thread(|| match work(conn) {
+        let done = on_this_thread(|| match work(conn) {
             Ok(done) => match conn.execute_batch("COMMIT") {
                 Ok(()) => Ok(done),
                 Err(e) => {
@@ -208,17 +235,18 @@ impl Writer {
                 roll_back(conn);
                 Err(e)
             }
-        })
+        });
+        if done.is_ok() {
+            slot.checkpoints.committed();
+        }
+        done
     }
 
     /// The connection, once the writes queued ahead of this one are done
     /// (a fair lock: in the order they asked).
     pub(crate) async fn lock(&self) -> sqlx::Result<Held> {
         let (slot, held) = self.slot().await?;
-        Ok(Held {
-            _held: held,
-            conn: OwnedMappedMutexGuard::map(slot, |s| &mut s.conn),
-        })
+        Ok(Held { _held: held, slot })
     }
 
     async fn slot(&self) -> sqlx::Result<(OwnedMappedMutexGuard<Option<Slot>, Slot>, HoldTimer)> {
@@ -253,6 +281,7 @@ impl Writer {
     /// later writes fail as on a closed pool.
     pub(crate) async fn close(&self) {
         if let Some(slot) = self.slot.lock().await.take() {
+            on_this_thread(|| slot.checkpoints.stop());
             // Closing only finishes what the thread has; an error here
             // has nothing left to lose.
             let _ = slot.conn.close().await;
@@ -349,6 +378,88 @@ mod tests {
         writer.direct(|tx| insert(tx, 2)).await.unwrap();
         write_alone(&writer, "INSERT INTO t VALUES (3)").await;
         assert_eq!(count(&options).await, 2);
+    }
+
+    /// The log reaches the database file with no checkpoint in a commit:
+    /// the writer's connections checkpoint only past the backstop, far
+    /// beyond what is written here.
+    #[tokio::test]
+    async fn the_checkpoint_thread_copies_commits_into_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("w.db");
+        let options = SqliteConnectOptions::new()
+            .filename(&file)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let writer = Writer::connect(&options, Duration::from_millis(100))
+            .await
+            .unwrap();
+        let before = std::fs::metadata(&file).unwrap().len();
+        write_alone(&writer, "CREATE TABLE t (n INTEGER, b BLOB)").await;
+        // About 1 MB, some 250 pages.
+        writer
+            .direct(|tx| {
+                for n in 0..250 {
+                    tx.execute("INSERT INTO t VALUES (?1, zeroblob(4000))", [n])?;
+                }
+                Ok::<_, StoreError>(())
+            })
+            .await
+            .unwrap();
+        let direct: i64 = writer
+            .direct(|tx| {
+                Ok::<_, StoreError>(tx.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))?)
+            })
+            .await
+            .unwrap();
+        let mut held = writer.lock().await.unwrap();
+        let through_sqlx: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+            .fetch_one(&mut *held)
+            .await
+            .unwrap();
+        drop(held);
+        assert_eq!(
+            (direct, through_sqlx),
+            (checkpoints::BACKSTOP_PAGES, checkpoints::BACKSTOP_PAGES)
+        );
+        // The thread runs when a core is idle: a busy test machine can
+        // keep it waiting a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::metadata(&file).unwrap().len() < before + 1_000_000 {
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint copied the log into the file"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Other tests' writers may have theirs running too.
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            let policies = checkpoint_thread_policies();
+            assert!(
+                !policies.is_empty() && policies.iter().all(|&p| p == SCHED_IDLE),
+                "checkpoint threads' scheduling policies: {policies:?}"
+            );
+        }
+        writer.close().await;
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    const SCHED_IDLE: u32 = 5;
+
+    /// The scheduling policy (field 41 of `/proc/self/task/*/stat`) of
+    /// each thread named as the checkpoint thread is (cut to 15 bytes).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn checkpoint_thread_policies() -> Vec<u32> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|task| {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+                let (name, rest) = stat.split_once(" (")?.1.rsplit_once(") ")?;
+                // Fields from the third on; the policy is the 41st.
+                (name == "sqlite-checkpoi").then(|| rest.split(' ').nth(38)?.parse().ok())?
+            })
+            .collect()
     }
 
     #[tokio::test]
