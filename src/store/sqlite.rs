@@ -54,11 +54,6 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
         .journal_mode(SqliteJournalMode::Wal)
         // WAL + NORMAL survives a process crash; only power loss can drop the last commits.
         .synchronous(SqliteSynchronous::Normal)
-        // A thread checkpoints (sqlite/checkpoints.rs), not the commits.
-        .pragma(
-            "wal_autocheckpoint",
-            checkpoints::BACKSTOP_PAGES.to_string(),
-        )
         .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true);
     let connect_error = |e: sqlx::Error| StoreError::Connect {
