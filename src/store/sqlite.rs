@@ -290,7 +290,7 @@ pub(super) async fn claim_due(
         rules,
     };
     writer
-        .direct(|tx| lease_due_within_rules(tx, terms, None, token))
+        .direct(|tx| lease_due_within_rules(tx, terms, token))
         .await
 }
 
@@ -398,39 +398,64 @@ fn bytes(row: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<Option<Vec<u
 /// that finds an open slot runs it.
 static OPEN_SLOTS_DIRECT: LazyLock<String> = LazyLock::new(|| numbered(&open_slots(1)));
 
+/// An endpoint as `open_slots` reads it.
+struct Open {
+    endpoint_id: String,
+    host: Option<String>,
+    rate: i64,
+    free: i64,
+    slots: i64,
+}
+
+/// Runs an `open_slots` statement with `claim_slots(1)`'s parameters.
+fn read_open(tx: &Connection, sql: &str, terms: LeaseTerms) -> Result<Vec<Open>> {
+    let mut args = Args::default();
+    args.int(terms.now.millis());
+    args.int(terms.rules.default_rate);
+    args.int(terms.rules.rate_window(terms.now));
+    query(tx, sql, &args, |r| {
+        Ok(Open {
+            endpoint_id: r.get(0)?,
+            host: r.get(1)?,
+            rate: r.get(2)?,
+            free: r.get(3)?,
+            slots: r.get(4)?,
+        })
+    })
+}
+
 /// The claim itself, in the caller's transaction on the direct
 /// connection: the rows leased within every endpoint's slots, rate and
-/// circuit and every host's cap, longest-waiting endpoint first. For an
-/// ingest `group` (how many deliveries it made for each endpoint), only
-/// of the endpoints it made deliveries for, and for each at most one more
-/// than it made: getting fewer says no older work waits there, so the
-/// claim can say whether it left anything due (`Claim::drained`).
-fn lease_due_within_rules(
+/// circuit and every host's cap, longest-waiting endpoint first.
+fn lease_due_within_rules(tx: &Connection, terms: LeaseTerms, token: &str) -> Result<Claim> {
+    let open = read_open(tx, &OPEN_SLOTS_DIRECT, terms)?;
+    let rounds = lease_rounds(tx, terms, open, None, token)?;
+    spend_starts(tx, token, terms, &rounds.rated)?;
+    Ok(rounds.claim)
+}
+
+/// What a claim's rounds leased, and the rate-limited endpoints whose
+/// starts it must spend (`spend_starts`) once its rows are written.
+struct Rounds {
+    claim: Claim,
+    rated: Vec<String>,
+}
+
+/// Leases from the `open` endpoints within every endpoint's slots, rate
+/// and circuit and every host's cap, longest-waiting endpoint first.
+/// For an ingest `group` (how many deliveries it made for each
+/// endpoint), only of the endpoints it made deliveries for, and for each
+/// at most one more than it made: getting fewer says no older work waits
+/// there, so the claim can say whether it left anything due
+/// (`Claim::drained`).
+fn lease_rounds(
     tx: &Connection,
     terms: LeaseTerms,
+    open: Vec<Open>,
     group: Option<&HashMap<&str, i64>>,
     token: &str,
-) -> Result<Claim> {
-    let LeaseTerms {
-        now,
-        lease_until,
-        limit,
-        rules,
-    } = terms;
-    let window = rules.rate_window(now);
-    let mut slot_args = Args::default();
-    slot_args.int(now.millis());
-    slot_args.int(rules.default_rate);
-    slot_args.int(window);
-    let open = query(tx, &OPEN_SLOTS_DIRECT, &slot_args, |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, Option<String>>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, i64>(3)?,
-            r.get::<_, i64>(4)?,
-        ))
-    })?;
+) -> Result<Rounds> {
+    let LeaseTerms { limit, rules, .. } = terms;
     let mut hosts: HashMap<String, i64> = HashMap::new();
     if rules.host_cap > 0 {
         hosts.extend(query(tx, HOSTS_IN_FLIGHT, &Args::default(), |r| {
@@ -454,44 +479,44 @@ fn lease_due_within_rules(
         let mut left = limit - deliveries.len() as i64;
         let mut round: Vec<Take> = Vec::new();
         let mut later = Vec::new();
-        for (endpoint_id, host, rate, free, slots) in unasked {
-            let made = match group.map(|g| g.get(endpoint_id.as_str())) {
+        for o in unasked {
+            let made = match group.map(|g| g.get(o.endpoint_id.as_str())) {
                 None => None,
                 Some(Some(&made)) => Some(made),
                 // Another endpoint's due work: the claim loops'.
                 Some(None) => {
-                    left_startable |= free > 0;
-                    held_back |= slots <= 0;
+                    left_startable |= o.free > 0;
+                    held_back |= o.slots <= 0;
                     continue;
                 }
             };
             let host_asked = rules.host_cap > 0
-                && host
+                && o.host
                     .as_ref()
                     .is_some_and(|h| round.iter().any(|t| t.host.as_ref() == Some(h)));
             if left <= 0 || round.len() == LEASE_ENDPOINTS || host_asked {
-                later.push((endpoint_id, host, rate, free, slots));
+                later.push(o);
                 continue;
             }
-            let host_free = match (&host, rules.host_cap > 0) {
+            let host_free = match (&o.host, rules.host_cap > 0) {
                 (Some(h), true) => rules.host_cap - hosts.get(h).copied().unwrap_or(0),
                 _ => i64::MAX,
             };
-            let slots = slots.min(host_free);
+            let slots = o.slots.min(host_free);
             if slots <= 0 {
                 held_back = true;
                 continue;
             }
-            let startable = free.min(host_free);
+            let startable = o.free.min(host_free);
             let take = startable.min(left).min(made.map_or(i64::MAX, |m| m + 1));
             if take <= 0 {
                 continue;
             }
             left -= take;
             round.push(Take {
-                endpoint_id,
-                host,
-                rate,
+                endpoint_id: o.endpoint_id,
+                host: o.host,
+                rate: o.rate,
                 slots,
                 take,
                 startable,
@@ -507,27 +532,15 @@ fn lease_due_within_rules(
                 .filter(|t| t.rate > 0)
                 .map(|t| t.endpoint_id.clone()),
         );
-        let mut lease = Args::default();
-        lease.int(now.millis());
-        lease.int(lease_until.millis());
-        lease.add(&token)?;
-        for t in &round {
-            lease.add(&t.endpoint_id)?;
-            lease.int(t.take);
-        }
-        // Read raw and decoded after: a row that will not decode is a
-        // fault in the data, not in the claim.
-        let rows = query(tx, &lease_due(round.len()), &lease, |r| Ok(delivery(r)))?;
-        let leased = match rows.into_iter().collect::<rusqlite::Result<Vec<_>>>() {
-            Ok(leased) => leased,
-            Err(e) => {
-                hand_back_undecodable(tx, token, now, &e.into())?;
-                // What it held back still waits for a slot.
-                return Ok(Claim {
+        let Some(leased) = lease_round(tx, &round, terms, token)? else {
+            // What it held back still waits for a slot.
+            return Ok(Rounds {
+                claim: Claim {
                     held_back,
                     ..Claim::default()
-                });
-            }
+                },
+                rated: Vec::new(),
+            });
         };
         let counted_hosts = (rules.host_cap > 0).then_some(&mut hosts);
         count_round(
@@ -540,24 +553,61 @@ fn lease_due_within_rules(
         deliveries.extend(leased);
         unasked = later;
     }
-    // The claim read the budgets once, at its start, and asks an endpoint
-    // at most once, so no round depends on what an earlier one spent: one
-    // statement spends them all.
-    if !rated.is_empty() {
-        let mut spend = Args::default();
-        spend.add(&token)?;
-        spend.int(window);
-        for id in &rated {
-            spend.add(id)?;
-        }
-        execute(tx, &spend_rates(rated.len()), &spend)?;
-    }
-    Ok(Claim {
-        deliveries,
-        held_back,
-        drained: !left_startable,
-        ..Claim::default()
+    Ok(Rounds {
+        claim: Claim {
+            deliveries,
+            held_back,
+            drained: !left_startable,
+            ..Claim::default()
+        },
+        rated,
     })
+}
+
+/// One round's rows from the table, leased in the statement that finds
+/// them; `None` when they would not decode (handed back).
+fn lease_round(
+    tx: &Connection,
+    round: &[Take],
+    terms: LeaseTerms,
+    token: &str,
+) -> Result<Option<Vec<Delivery>>> {
+    let mut lease = Args::default();
+    lease.int(terms.now.millis());
+    lease.int(terms.lease_until.millis());
+    lease.add(&token)?;
+    for t in round {
+        lease.add(&t.endpoint_id)?;
+        lease.int(t.take);
+    }
+    // Read raw and decoded after: a row that will not decode is a
+    // fault in the data, not in the claim.
+    let rows = query(tx, &lease_due(round.len()), &lease, |r| Ok(delivery(r)))?;
+    match rows.into_iter().collect::<rusqlite::Result<Vec<_>>>() {
+        Ok(leased) => Ok(Some(leased)),
+        Err(e) => {
+            hand_back_undecodable(tx, token, terms.now, &e.into())?;
+            Ok(None)
+        }
+    }
+}
+
+/// Spends the rate budgets of what a claim leased from the `rated`
+/// endpoints, its rows written. The claim read the budgets once, at its
+/// start, and asks an endpoint at most once, so no round depends on what
+/// an earlier one spent: one statement spends them all.
+fn spend_starts(tx: &Connection, token: &str, terms: LeaseTerms, rated: &[String]) -> Result<()> {
+    if rated.is_empty() {
+        return Ok(());
+    }
+    let mut spend = Args::default();
+    spend.add(&token)?;
+    spend.int(terms.rules.rate_window(terms.now));
+    for id in rated {
+        spend.add(id)?;
+    }
+    execute(tx, &spend_rates(rated.len()), &spend)?;
+    Ok(())
 }
 
 /// What one round of a claim leased says of the endpoints it asked, and
@@ -885,7 +935,10 @@ fn insert_group(
             // would then say it left nothing due.
             let newest = batch.iter().map(|n| n.now).max();
             terms.now = newest.map_or(terms.now, |n| n.max(terms.now));
-            lease_due_within_rules(tx, terms, Some(&made), token)?
+            let open = read_open(tx, &OPEN_SLOTS_DIRECT, terms)?;
+            let rounds = lease_rounds(tx, terms, open, Some(&made), token)?;
+            spend_starts(tx, token, terms, &rounds.rated)?;
+            rounds.claim
         }
         _ => Claim::default(),
     };
