@@ -763,6 +763,9 @@ async fn a_lease_that_fails_at_ingest_does_not_refuse_the_events() {
         .execute_script(
             "CREATE TRIGGER no_leases BEFORE UPDATE OF state ON deliveries \
              WHEN NEW.state = 'in_flight' \
+             BEGIN SELECT RAISE(ABORT, 'planted fault: no leases'); END; \
+             CREATE TRIGGER no_new_leases BEFORE INSERT ON deliveries \
+             WHEN NEW.state = 'in_flight' \
              BEGIN SELECT RAISE(ABORT, 'planted fault: no leases'); END;",
         )
         .await
@@ -779,7 +782,7 @@ async fn a_lease_that_fails_at_ingest_does_not_refuse_the_events() {
         );
     }
     db.store
-        .execute_script("DROP TRIGGER no_leases")
+        .execute_script("DROP TRIGGER no_leases; DROP TRIGGER no_new_leases")
         .await
         .unwrap();
     // The loops backed off after their failed claims; a new event wakes

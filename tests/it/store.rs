@@ -1153,6 +1153,11 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         assert_eq!(d.state, DeliveryState::InFlight);
         assert_eq!(d.lease_until, Some(lease_until.millis()));
         assert_eq!(claim.read_along.events[&d.id].id, d.event_id);
+        assert_eq!(
+            &store.delivery(&d.id).await.unwrap(),
+            d,
+            "the lease as written"
+        );
     }
     assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
     let after = store.claim(now, lease_until, 100, rules).await.unwrap();
