@@ -173,7 +173,8 @@ fn open_slots_where(first: usize, which: &str) -> String {
 
 /// `open_slots(1)` on the direct connection, and also the `n` endpoints
 /// `?4`, `?5`, … (an ingest group's, read before it writes its rows)
-/// whatever their work.
+/// that may start some now or are full, whether or not they have work
+/// due.
 fn open_slots_and(n: usize) -> String {
     let ids: Vec<String> = (4..4 + n).map(|i| format!("?{i}")).collect();
     numbered(&open_slots_where(
@@ -478,8 +479,9 @@ struct Rounds {
     rated: Vec<String>,
 }
 
-/// Leases from the `open` endpoints within every endpoint's slots, rate
-/// and circuit and every host's cap, longest-waiting endpoint first.
+/// Leases from the `open` endpoints, in their order (the longest-waiting
+/// first), within every endpoint's slots, rate and circuit and every
+/// host's cap.
 /// For an ingest `group` (how many deliveries it made for each
 /// endpoint), only of the endpoints it made deliveries for, and for each
 /// at most one more than it made: getting fewer says no older work waits
@@ -1026,17 +1028,31 @@ fn lease_group(
         *made.entry(d.endpoint_id.as_str()).or_default() += 1;
     }
     let mut ids: Vec<&str> = made.keys().copied().collect();
+    // Sorted and padded to a power of two with its last id: each length
+    // is one more text in the statement cache.
     ids.sort_unstable();
-    // Padded to a power of two with its last id: each length is one more
-    // text in the statement cache.
     if let Some(&last) = ids.last() {
         ids.resize(ids.len().next_power_of_two(), last);
     }
-    let open = read_open(tx, &open_slots_and(ids.len()), terms, &ids)?;
+    let mut open = read_open(tx, &open_slots_and(ids.len()), terms, &ids)?;
     let now = terms.now.millis();
     let older_due = open
         .iter()
         .any(|o| made.contains_key(o.endpoint_id.as_str()) && o.at.is_some_and(|at| at <= now));
+    // Each endpoint's oldest pending row as it will be once the group's
+    // are written, so the longest-waiting endpoint is still asked first
+    // when the claim's limit or a host's cap leaves some for later.
+    let mut oldest_new: HashMap<&str, i64> = HashMap::new();
+    for d in new {
+        let at = oldest_new.entry(d.endpoint_id.as_str()).or_insert(i64::MAX);
+        *at = (*at).min(d.next_attempt_at);
+    }
+    for o in &mut open {
+        if let Some(&first) = oldest_new.get(o.endpoint_id.as_str()) {
+            o.at = Some(o.at.map_or(first, |at| at.min(first)));
+        }
+    }
+    open.sort_by_key(|o| o.at.unwrap_or(i64::MAX));
     let rounds = if older_due {
         write_deliveries(tx, new, &HashMap::new())?;
         lease_rounds(tx, terms, open, Some(&made), token, &mut Source::Due)?
@@ -1059,7 +1075,6 @@ fn lease_group(
             .map(|d| (d.id.as_str(), d))
             .collect();
         write_deliveries(tx, new, &leased)?;
-        drop(leased);
         rounds
     };
     spend_starts(tx, token, terms, &rounds.rated)?;

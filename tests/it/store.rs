@@ -74,6 +74,7 @@ on_both_backends!(
     a_claim_says_whether_it_held_work_back_for_want_of_a_slot,
     an_ingest_group_leases_what_it_made_as_a_claim_would,
     an_ingest_groups_lease_keeps_the_rate_and_host_limits,
+    an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first,
     a_claim_whose_limit_leaves_endpoints_unasked_spends_their_rates,
     a_claim_fills_its_limit_past_endpoints_with_less_due,
     a_claimed_batch_comes_with_its_events_and_endpoints,
@@ -1223,6 +1224,81 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     assert!(!claim.drained, "another endpoint's due work is the loops'");
     let rest = store.claim_due(now, lease_until, 100, rules).await.unwrap();
     assert_eq!(endpoints_of(&rest), [other.id.as_str()]);
+}
+
+/// An ingest group's lease asks its endpoints in the order a claim after
+/// its write would, the longest-waiting first: with room for one
+/// delivery, one endpoint's older event goes before another's newer one,
+/// though that other was created first and has a retry scheduled later
+/// (SQLite reads the group's endpoints before it writes their rows).
+async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let then = now.plus(Duration::from_millis(1));
+    let lease_until = now.plus(Duration::from_secs(300));
+    let rules = dakghar::store::ClaimRules::default();
+    let acc = store.create_account("acme", now).await.unwrap();
+    let newer = store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://newer.example/", &["newer"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let older = store
+        .create_endpoint(
+            new_endpoint(&acc.id, "https://older.example/", &["older"]),
+            now,
+        )
+        .await
+        .unwrap();
+    let later = to_ingest(
+        event(&acc.id, "later", "newer"),
+        now.plus(Duration::from_secs(60)),
+    );
+    for i in store.insert_events(&[later]).await.unwrap() {
+        i.unwrap();
+    }
+    let batch = [
+        to_ingest(event(&acc.id, "o", "older"), now),
+        to_ingest(event(&acc.id, "n", "newer"), then),
+    ];
+    let leased = if store.leases_at_ingest() {
+        let terms = dakghar::store::LeaseTerms {
+            now: then,
+            lease_until,
+            limit: 1,
+            rules,
+        };
+        let (inserted, claim) = store
+            .insert_events_leasing(&batch, Some(terms))
+            .await
+            .unwrap();
+        for i in inserted {
+            i.unwrap();
+        }
+        claim.deliveries
+    } else {
+        for i in store.insert_events(&batch).await.unwrap() {
+            i.unwrap();
+        }
+        store
+            .claim(then, lease_until, 1, rules)
+            .await
+            .unwrap()
+            .deliveries
+    };
+    assert_eq!(
+        endpoints_of(&leased),
+        [older.id.as_str()],
+        "the older event's endpoint first"
+    );
+    let rest = store.claim(then, lease_until, 100, rules).await.unwrap();
+    assert_eq!(
+        endpoints_of(&rest.deliveries),
+        [newer.id.as_str()],
+        "the newer event waits; the retry is not due"
+    );
 }
 
 /// A claim whose limit is spoken for before every endpoint is asked
