@@ -1,6 +1,6 @@
 import pysqlite3 as sqlite3, sys, random, os, shutil, time, statistics
-# direct.py base.db rounds n: ingest x10 as insert-pending + lease UPDATE (a) vs insert in_flight (b), alternating
-src=sys.argv[1]; rounds=int(sys.argv[2]); n=int(sys.argv[3])
+# direct.py base.db rounds n [gap_s]: ingest x10 as insert-pending + lease UPDATE (a) vs insert in_flight (b), alternating; gap_s sleeps between an event and its results, as at low load
+src=sys.argv[1]; rounds=int(sys.argv[2]); n=int(sys.argv[3]); gap=float(sys.argv[4]) if len(sys.argv)>4 else 0
 db=src + '.direct'
 for s in ('','-wal','-shm'):
     if os.path.exists(db+s): os.remove(db+s)
@@ -41,6 +41,7 @@ for r in range(rounds):
                 c.execute(insf,args)
             c.execute("COMMIT")
             t.append((time.perf_counter()-t0)*1e6); f.append(frames()-f0)
+            if gap: time.sleep(gap)
             c.execute("BEGIN IMMEDIATE"); c.execute(done,[at+1,at+1]+dids); c.execute("COMMIT")
         res[v].append(statistics.median(t)); fr[v].append(statistics.mean(f))
         print(r, v, 'ingest p50 %.0f mean %.0f us, frames %.1f' % (statistics.median(t), statistics.mean(t), statistics.mean(f)), flush=True)
