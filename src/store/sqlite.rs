@@ -365,13 +365,7 @@ fn insert_group(
     lease: Option<LeaseTerms>,
     token: &str,
 ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
-    let mut accounts = ingest::accounts(batch);
-    // The list padded to a power of two with its last id: each length is
-    // one more text in the statement cache.
-    let padded = accounts.len().next_power_of_two();
-    if let Some(last) = accounts.last().cloned() {
-        accounts.resize(padded, last);
-    }
+    let accounts = padded(ingest::accounts(batch));
     let mut args = Args::default();
     for id in &accounts {
         args.add(id)?;
@@ -463,6 +457,15 @@ fn insert_group(
     Ok((results, claim))
 }
 
+/// `list` padded to a power of two with its last item: each length of a
+/// statement's `IN` list is one more text in the statement cache.
+fn padded<T: Clone>(mut list: Vec<T>) -> Vec<T> {
+    if let Some(last) = list.last().cloned() {
+        list.resize(list.len().next_power_of_two(), last);
+    }
+    list
+}
+
 /// Writes an ingest group's `new` deliveries and leases what it made due
 /// as a claim of only its endpoints would (`lease_rounds`). The
 /// endpoints are read before the rows are written: when none has older
@@ -477,17 +480,22 @@ fn lease_group(
     new: &[&Delivery],
     token: &str,
 ) -> Result<Claim> {
-    let mut made: HashMap<&str, i64> = HashMap::new();
-    for d in new {
-        *made.entry(d.endpoint_id.as_str()).or_default() += 1;
+    // The group's rows by endpoint, each endpoint's oldest first, as a
+    // claim would take them.
+    let mut oldest_first = new.to_vec();
+    oldest_first.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
+    let mut by_endpoint: HashMap<&str, VecDeque<&Delivery>> = HashMap::new();
+    for d in oldest_first {
+        by_endpoint
+            .entry(d.endpoint_id.as_str())
+            .or_default()
+            .push_back(d);
     }
-    let mut ids: Vec<&str> = made.keys().copied().collect();
-    // Sorted and padded to a power of two with its last id: each length
-    // is one more text in the statement cache.
-    ids.sort_unstable();
-    if let Some(&last) = ids.last() {
-        ids.resize(ids.len().next_power_of_two(), last);
-    }
+    let made: HashMap<&str, i64> = by_endpoint
+        .iter()
+        .map(|(&id, rows)| (id, rows.len() as i64))
+        .collect();
+    let ids = padded(made.keys().copied().collect());
     let mut open = read_open(tx, &open_slots_and(ids.len()), terms, &ids)?;
     let now = terms.now.millis();
     let older_due = open
@@ -496,13 +504,12 @@ fn lease_group(
     // Each endpoint's oldest pending row as it will be once the group's
     // are written, so the longest-waiting endpoint is still asked first
     // when the claim's limit or a host's cap leaves some for later.
-    let mut oldest_new: HashMap<&str, i64> = HashMap::new();
-    for d in new {
-        let at = oldest_new.entry(d.endpoint_id.as_str()).or_insert(i64::MAX);
-        *at = (*at).min(d.next_attempt_at);
-    }
     for o in &mut open {
-        if let Some(&first) = oldest_new.get(o.endpoint_id.as_str()) {
+        if let Some(first) = by_endpoint
+            .get(o.endpoint_id.as_str())
+            .and_then(|r| r.front())
+        {
+            let first = first.next_attempt_at;
             o.at = Some(o.at.map_or(first, |at| at.min(first)));
         }
     }
@@ -511,15 +518,6 @@ fn lease_group(
         write_deliveries(tx, new, &HashMap::new())?;
         lease_rounds(tx, terms, open, Some(&made), token, &mut Source::Due)?
     } else {
-        let mut oldest_first = new.to_vec();
-        oldest_first.sort_by(|a, b| (a.next_attempt_at, &a.id).cmp(&(b.next_attempt_at, &b.id)));
-        let mut by_endpoint: HashMap<&str, VecDeque<&Delivery>> = HashMap::new();
-        for d in oldest_first {
-            by_endpoint
-                .entry(d.endpoint_id.as_str())
-                .or_default()
-                .push_back(d);
-        }
         let source = &mut Source::New(by_endpoint);
         let rounds = lease_rounds(tx, terms, open, Some(&made), token, source)?;
         let leased: HashMap<&str, &Delivery> = rounds
