@@ -5,8 +5,8 @@ use std::{collections::HashSet, time::Duration};
 use dakghar::{
     clock::{Clock, TestClock, Timestamp},
     store::{
-        Account, AttemptRecord, Backend, Delivery, DeliveryState, EndpointPatch, EndpointState,
-        Ingester, NewEvent, NewIngest, Role, Store, StoreError, Transition,
+        Account, AttemptRecord, Backend, Delivery, DeliveryState, Endpoint, EndpointPatch,
+        EndpointState, Ingester, NewEvent, NewIngest, Role, Store, StoreError, Transition,
     },
 };
 
@@ -113,14 +113,25 @@ fn to_ingest(event: NewEvent, now: Timestamp) -> NewIngest {
     }
 }
 
+/// The endpoint `new_endpoint` describes, created at `now`.
+async fn add_endpoint(
+    store: &Store,
+    account_id: &str,
+    url: &str,
+    types: &[&str],
+    now: Timestamp,
+) -> Endpoint {
+    store
+        .create_endpoint(new_endpoint(account_id, url, types), now)
+        .await
+        .unwrap()
+}
+
 /// The account "acme" with one endpoint, `https://a.example/`, for the
 /// event types given (none: every type).
 async fn acme_with_an_endpoint(store: &Store, now: Timestamp, types: &[&str]) -> Account {
     let acc = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", types), now)
-        .await
-        .unwrap();
+    add_endpoint(store, &acc.id, "https://a.example/", types, now).await;
     acc
 }
 
@@ -233,28 +244,24 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
-    let all = store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
-    let paid = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://b.example/", &["invoice.paid"]),
-            now,
-        )
-        .await
-        .unwrap();
-    let other_type = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://c.example/", &["user.created"]),
-            now,
-        )
-        .await
-        .unwrap();
-    let paused = store
-        .create_endpoint(new_endpoint(&acc.id, "https://d.example/", &[]), now)
-        .await
-        .unwrap();
+    let all = add_endpoint(&store, &acc.id, "https://a.example/", &[], now).await;
+    let paid = add_endpoint(
+        &store,
+        &acc.id,
+        "https://b.example/",
+        &["invoice.paid"],
+        now,
+    )
+    .await;
+    let other_type = add_endpoint(
+        &store,
+        &acc.id,
+        "https://c.example/",
+        &["user.created"],
+        now,
+    )
+    .await;
+    let paused = add_endpoint(&store, &acc.id, "https://d.example/", &[], now).await;
     store
         .set_endpoint_state(
             &acc.id,
@@ -265,20 +272,14 @@ async fn an_event_and_its_deliveries_are_stored_together(store: Store) {
         )
         .await
         .unwrap();
-    let disabled = store
-        .create_endpoint(new_endpoint(&acc.id, "https://e.example/", &[]), now)
-        .await
-        .unwrap();
+    let disabled = add_endpoint(&store, &acc.id, "https://e.example/", &[], now).await;
     store
         .set_endpoint_state(&acc.id, &disabled.id, EndpointState::Disabled, None, now)
         .await
         .unwrap();
     // Another account's endpoints never receive this account's events.
     let stranger = store.create_account("stranger", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&stranger.id, "https://s.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &stranger.id, "https://s.example/", &[], now).await;
 
     let give_up = now.plus(WINDOW);
     let inserted = store
@@ -320,14 +321,8 @@ async fn a_failure_half_way_leaves_nothing_behind(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
-    let doomed = store
-        .create_endpoint(new_endpoint(&acc.id, "https://b.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &acc.id, "https://a.example/", &[], now).await;
+    let doomed = add_endpoint(&store, &acc.id, "https://b.example/", &[], now).await;
 
     // A real fault inside the real database: the second delivery insert aborts.
     plant_fault(&store, &doomed.id).await;
@@ -372,15 +367,11 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
     let now = clock.now();
     let acme = store.create_account("acme", now).await.unwrap();
     let globex = store.create_account("globex", now).await.unwrap();
-    let a = store
-        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
+    let a = add_endpoint(&store, &acme.id, "https://a.example/", &[], now)
         .await
-        .unwrap()
         .id;
-    let theirs = store
-        .create_endpoint(new_endpoint(&globex.id, "https://g.example/", &[]), now)
+    let theirs = add_endpoint(&store, &globex.id, "https://g.example/", &[], now)
         .await
-        .unwrap()
         .id;
     let n = std::cell::Cell::new(0);
     let send = |account: &str, event_type: &str| {
@@ -404,10 +395,8 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
     assert_eq!(send(&acme.id, "t").await, vec![a.clone()]);
     assert_eq!(send(&globex.id, "t").await, vec![theirs.clone()]);
 
-    let b = store
-        .create_endpoint(new_endpoint(&acme.id, "https://b.example/", &["t"]), now)
+    let b = add_endpoint(&store, &acme.id, "https://b.example/", &["t"], now)
         .await
-        .unwrap()
         .id;
     assert_eq!(send(&acme.id, "t").await, sorted(vec![&a, &b]), "created");
     let patch = |types: &[&str]| EndpointPatch {
@@ -445,10 +434,8 @@ async fn each_ingest_fans_out_to_the_endpoints_as_they_are_at_its_write(store: S
     // One group, one account's copy stale and the other's not: on Postgres
     // the stale account's events go in a second pass, and every answer
     // still belongs to its own event.
-    let c = store
-        .create_endpoint(new_endpoint(&acme.id, "https://c.example/", &[]), now)
+    let c = add_endpoint(&store, &acme.id, "https://c.example/", &[], now)
         .await
-        .unwrap()
         .id;
     let item = |account: &str, id: &str| to_ingest(event(account, id, "u"), now);
     let batch = [
@@ -493,10 +480,7 @@ async fn an_event_that_names_its_key_is_stored_only_while_the_key_is_active(stor
     let clock = TestClock::starting_now();
     let now = clock.now();
     let acme = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &acme.id, "https://a.example/", &[], now).await;
     let key = |name: &'static str| {
         let store = store.clone();
         let account = acme.id.clone();
@@ -571,21 +555,16 @@ async fn a_group_of_events_answers_for_each_and_stores_what_it_answers(store: St
     let now = clock.now();
     let acme = store.create_account("acme", now).await.unwrap();
     let globex = store.create_account("globex", now).await.unwrap();
-    let all = store
-        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
-    let paid = store
-        .create_endpoint(
-            new_endpoint(&acme.id, "https://b.example/", &["invoice.paid"]),
-            now,
-        )
-        .await
-        .unwrap();
-    let theirs = store
-        .create_endpoint(new_endpoint(&globex.id, "https://c.example/", &[]), now)
-        .await
-        .unwrap();
+    let all = add_endpoint(&store, &acme.id, "https://a.example/", &[], now).await;
+    let paid = add_endpoint(
+        &store,
+        &acme.id,
+        "https://b.example/",
+        &["invoice.paid"],
+        now,
+    )
+    .await;
+    let theirs = add_endpoint(&store, &globex.id, "https://c.example/", &[], now).await;
     store
         .insert_event(
             event(&acme.id, "seen", "invoice.paid"),
@@ -709,14 +688,8 @@ async fn one_bad_event_of_a_group_fails_alone(store: Store) {
     let now = clock.now();
     let acme = store.create_account("acme", now).await.unwrap();
     let globex = store.create_account("globex", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acme.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
-    let doomed = store
-        .create_endpoint(new_endpoint(&globex.id, "https://b.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &acme.id, "https://a.example/", &[], now).await;
+    let doomed = add_endpoint(&store, &globex.id, "https://b.example/", &[], now).await;
     plant_fault(&store, &doomed.id).await;
     let ingester = Ingester::start(store.clone(), None);
     let item = |account: &str, id: &str| to_ingest(event(account, id, "invoice.paid"), now);
@@ -751,10 +724,7 @@ async fn a_duplicate_producer_event_id_is_rejected_cleanly(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
     let acc = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &acc.id, "https://a.example/", &[], now).await;
     let first = store
         .insert_event(
             event(&acc.id, "order-17", "invoice.paid"),
@@ -899,10 +869,7 @@ async fn claims_leave_no_more_in_flight_than_allowed(store: Store) {
     let mut narrow = new_endpoint(&acc.id, "https://narrow.example/", &[]);
     narrow.max_in_flight = 3;
     let narrow = store.create_endpoint(narrow, now).await.unwrap();
-    let wide = store
-        .create_endpoint(new_endpoint(&acc.id, "https://wide.example/", &[]), now)
-        .await
-        .unwrap();
+    let wide = add_endpoint(&store, &acc.id, "https://wide.example/", &[], now).await;
     for i in 0..12 {
         store
             .insert_event(event(&acc.id, &format!("e{i}"), "t"), now, now.plus(WINDOW))
@@ -1092,21 +1059,9 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     let mut narrow = new_endpoint(&acc.id, "https://narrow.example/", &["narrow"]);
     narrow.max_in_flight = 2;
     let narrow = store.create_endpoint(narrow, now).await.unwrap();
-    let paused = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://paused.example/", &["narrow"]),
-            now,
-        )
-        .await
-        .unwrap();
+    let paused = add_endpoint(&store, &acc.id, "https://paused.example/", &["narrow"], now).await;
     pause(&store, &acc.id, &paused.id, now).await;
-    let roomy = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://roomy.example/", &["roomy"]),
-            now,
-        )
-        .await
-        .unwrap();
+    let roomy = add_endpoint(&store, &acc.id, "https://roomy.example/", &["roomy"], now).await;
     let group = |kind: &str, ids: &[&str]| -> Vec<NewIngest> {
         ids.iter()
             .map(|id| to_ingest(event(&acc.id, id, kind), now))
@@ -1204,13 +1159,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         "it asked for one more than it made and got none: nothing else waits"
     );
 
-    let other = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://other.example/", &["other"]),
-            now,
-        )
-        .await
-        .unwrap();
+    let other = add_endpoint(&store, &acc.id, "https://other.example/", &["other"], now).await;
     store.insert_events(&group("other", &["i"])).await.unwrap();
     let (_, claim) = store
         .insert_events_leasing(&group("roomy", &["j"]), Some(terms(100)))
@@ -1238,20 +1187,8 @@ async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: S
     let lease_until = now.plus(Duration::from_secs(300));
     let rules = dakghar::store::ClaimRules::default();
     let acc = store.create_account("acme", now).await.unwrap();
-    let newer = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://newer.example/", &["newer"]),
-            now,
-        )
-        .await
-        .unwrap();
-    let older = store
-        .create_endpoint(
-            new_endpoint(&acc.id, "https://older.example/", &["older"]),
-            now,
-        )
-        .await
-        .unwrap();
+    let newer = add_endpoint(&store, &acc.id, "https://newer.example/", &["newer"], now).await;
+    let older = add_endpoint(&store, &acc.id, "https://older.example/", &["older"], now).await;
     let later = to_ingest(
         event(&acc.id, "later", "newer"),
         now.plus(Duration::from_secs(60)),
@@ -1494,12 +1431,7 @@ async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
     let mut endpoints = Vec::new();
     for host in ["a", "b"] {
         let url = format!("https://{host}.example/");
-        endpoints.push(
-            store
-                .create_endpoint(new_endpoint(&acc.id, &url, &[]), now)
-                .await
-                .unwrap(),
-        );
+        endpoints.push(add_endpoint(&store, &acc.id, &url, &[], now).await);
     }
     let batch: Vec<NewIngest> = (0..3)
         .map(|i| NewIngest {
@@ -2412,10 +2344,7 @@ async fn each_state_combines_with_a_type_and_in_flight_work_counts_as_queued(sto
         two_endpoints_and_events(&store, &["one", "two", "two", "one", "two"], &[2]).await;
     let now = Timestamp(1_700_000_100_000);
     let beta = store.create_account("beta", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&beta.id, "https://c.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(&store, &beta.id, "https://c.example/", &[], now).await;
     store
         .insert_event(event(&beta.id, "b0", "one"), now, now.plus(WINDOW))
         .await
@@ -2505,10 +2434,7 @@ async fn a_claim_sends_each_endpoint_along_once() {
     let acc = store.create_account("acme", now).await.unwrap();
     for host in ["a", "b"] {
         let url = format!("https://{host}.example/");
-        store
-            .create_endpoint(new_endpoint(&acc.id, &url, &[]), now)
-            .await
-            .unwrap();
+        add_endpoint(store, &acc.id, &url, &[], now).await;
     }
     for i in 0..3 {
         store
@@ -2536,10 +2462,7 @@ async fn a_claim_sends_each_endpoint_along_once() {
 /// `now`.
 async fn one_claimed_delivery(store: &Store, now: Timestamp) -> (Account, Delivery) {
     let acc = store.create_account("acme", now).await.unwrap();
-    store
-        .create_endpoint(new_endpoint(&acc.id, "https://a.example/", &[]), now)
-        .await
-        .unwrap();
+    add_endpoint(store, &acc.id, "https://a.example/", &[], now).await;
     store
         .insert_event(event(&acc.id, "e1", "t"), now, now.plus(WINDOW))
         .await
@@ -2700,10 +2623,7 @@ async fn a_claim_whose_first_round_will_not_decode_hands_back_and_commits() {
     let now = TestClock::starting_now().now();
     let acc = store.create_account("acme", now).await.unwrap();
     for url in ["https://a.example/1", "https://a.example/2"] {
-        store
-            .create_endpoint(new_endpoint(&acc.id, url, &[]), now)
-            .await
-            .unwrap();
+        add_endpoint(&store, &acc.id, url, &[], now).await;
     }
     let e = to_ingest(event(&acc.id, "e", "t"), now);
     store.insert_events(&[e]).await.unwrap();
