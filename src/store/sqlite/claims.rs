@@ -11,7 +11,7 @@ use std::{
 use rusqlite::Connection;
 use sqlx::SqlitePool;
 
-use super::{delivery, execute, numbered, query, Args, Writer};
+use super::{execute, numbered, query, rows::delivery, Args, Writer};
 use crate::{
     clock::Timestamp,
     store::{
