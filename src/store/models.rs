@@ -469,7 +469,8 @@ pub struct Claim {
 /// What a claim read along with its deliveries, so its round need not
 /// read it again: on Postgres each delivery's event and endpoint (two
 /// statements fewer on the way of every first attempt); on SQLite, a
-/// claim nothing, and an ingest group's lease the events it wrote.
+/// claim nothing, and an ingest group's lease the events it wrote and
+/// the endpoints it leased for.
 #[derive(Debug, Default)]
 pub struct ReadAlong {
     /// By delivery id.

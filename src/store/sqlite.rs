@@ -17,7 +17,7 @@ use super::{
     ingest::{self, LeaseTerms, NewIngest},
     parse_options,
     sql::{endpoint_succeeded_set, placeholders, UNCLAIMED},
-    Claim, Delivery, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
+    Claim, Delivery, Endpoint, InsertedEvent, Pool, Result, SqliteWriter, Store, StoreError,
 };
 
 mod checkpoints;
@@ -27,6 +27,7 @@ mod writer;
 
 pub(super) use claims::claim_due;
 use claims::{lease_rounds, open_slots_and, read_open, spend_starts, Source};
+use rows::{endpoint, ENDPOINT_COLUMNS};
 pub(crate) use writer::Writer;
 
 /// Short enough that a producer hears 503 and retries instead of
@@ -407,8 +408,33 @@ fn insert_group(
     // then say it left nothing due.
     let newest = batch.iter().map(|n| n.now).max();
     terms.now = newest.map_or(terms.now, |n| n.max(terms.now));
-    let claim = lease_group(tx, terms, &new, token)?;
+    let mut claim = lease_group(tx, terms, &new, token)?;
+    claim.read_along.endpoints = endpoints_of(tx, &claim.deliveries)?;
     Ok((results, claim))
+}
+
+/// The endpoints of `leased`, as the lease saw them: read here, on the
+/// connection in hand, rather than by the attempts' batch through a
+/// reader thread after the commit, on the way of every first attempt.
+/// A row that will not decode is left to that batch, which says so.
+fn endpoints_of(tx: &Connection, leased: &[Delivery]) -> Result<HashMap<String, Endpoint>> {
+    let mut ids: Vec<&str> = leased.iter().map(|d| d.endpoint_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let ids = padded(ids);
+    let mut args = Args::default();
+    for id in &ids {
+        args.add(id)?;
+    }
+    let sql = format!(
+        "SELECT {ENDPOINT_COLUMNS} FROM endpoints WHERE id IN ({})",
+        marks(ids.len())
+    );
+    Ok(query(tx, &sql, &args, |r| Ok(endpoint(r).ok()))?
+        .into_iter()
+        .flatten()
+        .map(|e| (e.id.clone(), e))
+        .collect())
 }
 
 /// `list` padded to a power of two with its last item: each length of a

@@ -1042,7 +1042,7 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
 /// endpoint's slots, a paused endpoint), its limit, and of each endpoint
 /// at most one more than it made. Its answers say which of its
 /// deliveries are in flight and whether it left anything due that could
-/// start now, and the claim carries their events. Postgres leases
+/// start now, and the claim carries their events and endpoints. Postgres leases
 /// nothing there.
 async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     let clock = TestClock::starting_now();
@@ -1116,6 +1116,20 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
         );
     }
     assert_eq!(in_flight(&inserted), ids_of(&claim.deliveries));
+    assert_eq!(
+        claim.read_along.endpoints.keys().collect::<Vec<_>>(),
+        [&narrow.id],
+        "the endpoint it leased for, read along"
+    );
+    let given = store
+        .batch_inputs(&claim.deliveries, claim.read_along)
+        .await
+        .unwrap();
+    let read = store
+        .batch_inputs(&claim.deliveries, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(given.endpoints, read.endpoints, "as a read finds it");
     let after = store.claim(now, lease_until, 100, rules).await.unwrap();
     assert_eq!(
         (after.deliveries.len(), after.held_back),
@@ -2610,6 +2624,47 @@ async fn a_lease_whose_rows_will_not_decode_hands_them_back() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 2, "both are claimed once the fault is gone");
+    db.finish().await;
+}
+
+/// An endpoint row that will not decode (its `failure_streak` text no
+/// `i64` decodes) leaves an ingest group's lease as it was: the event is
+/// answered and its delivery leased, the endpoint not read along, and
+/// the attempts' batch, reading it, says it is broken.
+#[tokio::test]
+async fn an_ingest_leasing_for_an_endpoint_that_will_not_decode_leaves_it_to_the_batch() {
+    let db = crate::helpers::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let now = TestClock::starting_now().now();
+    let acc = acme_with_an_endpoint(&store, now, &[]).await;
+    store
+        .execute_script("UPDATE endpoints SET failure_streak = 'not a number'")
+        .await
+        .unwrap();
+    let terms = dakghar::store::LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit: 100,
+        rules: dakghar::store::ClaimRules::default(),
+    };
+    let new = to_ingest(event(&acc.id, "new", "t"), now);
+    let (inserted, claim) = store
+        .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
+        .await
+        .unwrap();
+    assert!(inserted[0].is_ok(), "the event is answered: {inserted:?}");
+    assert_eq!(claim.deliveries.len(), 1, "leased");
+    assert!(claim.read_along.endpoints.is_empty(), "not read along");
+    let endpoint_id = claim.deliveries[0].endpoint_id.clone();
+    let inputs = store
+        .batch_inputs(&claim.deliveries, claim.read_along)
+        .await
+        .unwrap();
+    assert!(
+        inputs.broken_endpoints.contains_key(&endpoint_id),
+        "{:?}",
+        inputs.broken_endpoints
+    );
     db.finish().await;
 }
 
