@@ -11,7 +11,11 @@ use std::{
 use rusqlite::Connection;
 use sqlx::SqlitePool;
 
-use super::{execute, numbered, query, rows::delivery, Args, Writer};
+use super::{
+    execute, numbered, query,
+    rows::{delivery, DELIVERY_COLUMNS},
+    Args, Writer,
+};
 use crate::{
     clock::Timestamp,
     store::{
@@ -188,7 +192,7 @@ fn lease_due(n: usize) -> String {
     format!(
         "UPDATE deliveries SET state = 'in_flight', claimed_at = ?1, lease_until = ?2, \
            claim_token = ?3, updated_at = ?1 \
-         WHERE id IN ({}) RETURNING *",
+         WHERE id IN ({}) RETURNING {DELIVERY_COLUMNS}",
         parts.join(" UNION ALL ")
     )
 }

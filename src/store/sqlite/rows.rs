@@ -5,46 +5,14 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 
 use crate::store::{CircuitState, Delivery, DeliveryState, Endpoint, EndpointState};
 
-/// A row of `deliveries`, by column name.
-pub(super) fn delivery(row: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
-    let state: String = row.get("state")?;
-    let state = DeliveryState::parse(&state).ok_or_else(|| {
-        rusqlite::Error::FromSqlConversionFailure(
-            row.as_ref().column_index("state").unwrap_or(0),
-            rusqlite::types::Type::Text,
-            format!("unknown delivery state {state:?}").into(),
-        )
-    })?;
-    Ok(Delivery {
-        id: row.get("id")?,
-        account_id: row.get("account_id")?,
-        event_id: row.get("event_id")?,
-        endpoint_id: row.get("endpoint_id")?,
-        state,
-        attempts: row.get("attempts")?,
-        attempt_seq: row.get("attempt_seq")?,
-        next_attempt_at: row.get("next_attempt_at")?,
-        give_up_at: row.get("give_up_at")?,
-        claimed_at: row.get("claimed_at")?,
-        claim_token: row.get("claim_token")?,
-        lease_until: row.get("lease_until")?,
-        last_status: row.get("last_status")?,
-        last_response: bytes(row, "last_response")?,
-        last_error: row.get("last_error")?,
-        finished_at: row.get("finished_at")?,
-        created_at: row.get("created_at")?,
-        updated_at: row.get("updated_at")?,
-    })
-}
-
 /// A column of bytes as sqlx reads one: a blob, or text as its bytes.
-fn bytes(row: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+fn bytes(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Option<Vec<u8>>> {
     Ok(match row.get_ref(column)? {
         ValueRef::Null => None,
         ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
         other => {
             return Err(rusqlite::Error::FromSqlConversionFailure(
-                row.as_ref().column_index(column)?,
+                column,
                 other.data_type(),
                 "not bytes".into(),
             ))
@@ -54,10 +22,13 @@ fn bytes(row: &rusqlite::Row<'_>, column: &str) -> rusqlite::Result<Option<Vec<u
 
 /// A struct read from a row by position, its columns named as its
 /// fields: `$columns` lists them for a `SELECT` in the order `$read`
-/// takes them. (By name, each field walks the statement's column names:
-/// some 9 µs a row of `endpoints`.)
+/// takes them, each with `Row::get` or the reader named after it. (By
+/// name, each field walks the statement's column names: some 9 µs a row
+/// of `endpoints`.)
 macro_rules! read_by_position {
-    ($(#[$doc:meta])* $columns:ident, $read:ident -> $ty:ident { $($field:ident),+ $(,)? }) => {
+    ($(#[$doc:meta])* $columns:ident, $read:ident -> $ty:ident {
+        $($field:ident $(with $reader:ident)?),+ $(,)?
+    }) => {
         #[doc = concat!("The columns `", stringify!($read), "` reads, in its order.")]
         pub(super) const $columns: &str = stringify!($($field),+);
 
@@ -69,10 +40,22 @@ macro_rules! read_by_position {
                 column - 1
             };
             Ok($ty {
-                $($field: row.get(next())?),+
+                $($field: read_by_position!(@field row, next() $(, $reader)?)),+
             })
         }
     };
+    (@field $row:ident, $at:expr) => { $row.get($at)? };
+    (@field $row:ident, $at:expr, $reader:ident) => { $reader($row, $at)? };
+}
+
+read_by_position! {
+    /// A row of `deliveries`.
+    DELIVERY_COLUMNS, delivery -> Delivery {
+        id, account_id, event_id, endpoint_id, state, attempts, attempt_seq,
+        next_attempt_at, give_up_at, claimed_at, claim_token, lease_until,
+        last_status, last_response with bytes, last_error, finished_at,
+        created_at, updated_at,
+    }
 }
 
 read_by_position! {
@@ -102,4 +85,4 @@ macro_rules! state_from_text {
     };
 }
 
-state_from_text!(EndpointState, CircuitState);
+state_from_text!(DeliveryState, EndpointState, CircuitState);
