@@ -306,8 +306,9 @@ impl Ingester {
 
 /// What a group leased, told to its answers and its claim: each delivery
 /// of the group it leased is in flight in the answer, and the event of
-/// each is in hand for the attempt (`ReadAlong`). A leased delivery the
-/// group did not make (an older one was due first) is read as usual.
+/// each is in hand for the attempt (`ReadAlong`; the store read every
+/// leased delivery's endpoint along). A leased delivery the group did
+/// not make (an older one was due first) has its event read as usual.
 /// Each answer says whether the lease left anything due.
 pub(super) fn leased_in_group(inserted: &mut [Result<InsertedEvent>], claim: &mut Claim) {
     let leased: HashMap<&str, &Delivery> = claim

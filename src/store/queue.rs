@@ -370,8 +370,9 @@ impl Store {
             .collect();
         let mut inputs = BatchInputs::default();
         // One query each, side by side: what the claim did not read along
-        // (on SQLite all of a claim's, a lease's endpoints) is on the way
-        // of the first attempt, and neither needs the other. If a row will
+        // (on SQLite all of a claim's; of a lease's, the events of older
+        // deliveries the group did not make) is on the way of the first
+        // attempt, and neither needs the other. If a row will
         // not decode, one query per id, so that row alone is broken.
         let (all_endpoints, all_events) = tokio::join!(
             self.endpoints_by_id(&endpoint_ids),

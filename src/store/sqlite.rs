@@ -418,6 +418,9 @@ fn insert_group(
 /// reader thread after the commit, on the way of every first attempt.
 /// A row that will not decode is left to that batch, which says so.
 fn endpoints_of(tx: &Connection, leased: &[Delivery]) -> Result<HashMap<String, Endpoint>> {
+    if leased.is_empty() {
+        return Ok(HashMap::new());
+    }
     let mut ids: Vec<&str> = leased.iter().map(|d| d.endpoint_id.as_str()).collect();
     ids.sort_unstable();
     ids.dedup();

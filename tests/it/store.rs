@@ -1476,7 +1476,9 @@ async fn a_claimed_batch_comes_with_its_events_and_endpoints(store: Store) {
             assert_eq!(along.events.len(), 6);
             assert_eq!(along.endpoints.len(), 2, "both endpoints");
         }
-        // In-process reads cost no round trip: the round reads them.
+        // Read by the round, off the one write connection, which a
+        // claim holds for the rows alone (an ingest group's lease, whose
+        // attempts wait on it, reads their endpoints along).
         Backend::Sqlite => {
             assert!(along.events.is_empty() && along.endpoints.is_empty());
         }
@@ -2665,6 +2667,56 @@ async fn an_ingest_leasing_for_an_endpoint_that_will_not_decode_leaves_it_to_the
         "{:?}",
         inputs.broken_endpoints
     );
+    db.finish().await;
+}
+
+/// A claim's rows as a read of them finds them, with an earlier
+/// attempt's answer on them (its body once stored as text, which sqlx
+/// reads as its bytes).
+#[tokio::test]
+async fn a_claims_rows_are_as_stored() {
+    let db = crate::helpers::TestDb::sqlite().await;
+    let store = db.store.clone();
+    let now = TestClock::starting_now().now();
+    let acc = acme_with_an_endpoint(&store, now, &[]).await;
+    for id in ["blob", "text"] {
+        store
+            .insert_events(&[to_ingest(event(&acc.id, id, "t"), now)])
+            .await
+            .unwrap();
+    }
+    store
+        .execute_script(
+            "UPDATE deliveries SET attempts = 1, attempt_seq = 1, last_status = 500, \
+               last_error = 'HTTP 500', \
+               last_response = CASE WHEN event_id = 'blob' THEN X'00FF' ELSE 'down' END",
+        )
+        .await
+        .unwrap();
+    let claim = store
+        .claim(
+            now,
+            now.plus(Duration::from_secs(300)),
+            100,
+            dakghar::store::ClaimRules::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(claim.deliveries.len(), 2);
+    for d in &claim.deliveries {
+        assert_eq!(d.state, DeliveryState::InFlight);
+        assert_eq!(&store.delivery(&d.id).await.unwrap(), d);
+        let body = if d.event_id == "blob" {
+            &b"\x00\xff"[..]
+        } else {
+            b"down"
+        };
+        assert_eq!(d.last_response.as_deref(), Some(body));
+        assert_eq!(
+            (d.last_status, d.last_error.as_deref()),
+            (Some(500), Some("HTTP 500"))
+        );
+    }
     db.finish().await;
 }
 
