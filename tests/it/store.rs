@@ -49,6 +49,30 @@ async fn claim_for_five_minutes(store: &Store, now: Timestamp, limit: i64) -> Ve
         .unwrap()
 }
 
+/// The answer to an event `new` of `account_id`'s, ingested by a group
+/// that leases as `claim_for_five_minutes` claims (100 at most), and
+/// what it leased.
+async fn ingest_new_leasing(
+    store: &Store,
+    account_id: &str,
+    now: Timestamp,
+) -> (
+    Vec<Result<dakghar::store::InsertedEvent, StoreError>>,
+    dakghar::store::Claim,
+) {
+    let terms = dakghar::store::LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit: 100,
+        rules: dakghar::store::ClaimRules::default(),
+    };
+    let new = to_ingest(event(account_id, "new", "t"), now);
+    store
+        .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
+        .await
+        .unwrap()
+}
+
 /// Event ids as the list gives them back.
 fn ids(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -2576,28 +2600,17 @@ async fn a_lease_whose_rows_will_not_decode_hands_them_back() {
         .execute_script("UPDATE deliveries SET attempts = 'not a number'")
         .await
         .unwrap();
-    let terms = dakghar::store::LeaseTerms {
-        now,
-        lease_until: now.plus(Duration::from_secs(300)),
-        limit: 100,
-        rules: dakghar::store::ClaimRules::default(),
-    };
-    let new = to_ingest(event(&acc.id, "new", "t"), now);
-    let (inserted, claim) = store
-        .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
-        .await
-        .unwrap();
+    let (inserted, claim) = ingest_new_leasing(&store, &acc.id, now).await;
     assert!(inserted[0].is_ok(), "the event is answered: {inserted:?}");
     assert!(claim.deliveries.is_empty(), "nothing to attempt");
     assert!(
         store.event(&acc.id, "new").await.is_ok(),
         "the event is stored"
     );
-    let claim = store
-        .claim(now, terms.lease_until, 100, terms.rules)
-        .await
-        .unwrap();
-    assert!(claim.deliveries.is_empty(), "a claim hands them back too");
+    assert!(
+        claim_for_five_minutes(&store, now, 100).await.is_empty(),
+        "a claim hands them back too"
+    );
 
     store
         .execute_script("UPDATE deliveries SET attempts = 0")
@@ -2621,10 +2634,7 @@ async fn a_lease_whose_rows_will_not_decode_hands_them_back() {
             "{id}: no attempt written"
         );
     }
-    let claimed = store
-        .claim_due(now, terms.lease_until, 100, terms.rules)
-        .await
-        .unwrap();
+    let claimed = claim_for_five_minutes(&store, now, 100).await;
     assert_eq!(claimed.len(), 2, "both are claimed once the fault is gone");
     db.finish().await;
 }
@@ -2643,17 +2653,7 @@ async fn an_ingest_leasing_for_an_endpoint_that_will_not_decode_leaves_it_to_the
         .execute_script("UPDATE endpoints SET failure_streak = 'not a number'")
         .await
         .unwrap();
-    let terms = dakghar::store::LeaseTerms {
-        now,
-        lease_until: now.plus(Duration::from_secs(300)),
-        limit: 100,
-        rules: dakghar::store::ClaimRules::default(),
-    };
-    let new = to_ingest(event(&acc.id, "new", "t"), now);
-    let (inserted, claim) = store
-        .insert_events_leasing(std::slice::from_ref(&new), Some(terms))
-        .await
-        .unwrap();
+    let (inserted, claim) = ingest_new_leasing(&store, &acc.id, now).await;
     assert!(inserted[0].is_ok(), "the event is answered: {inserted:?}");
     assert_eq!(claim.deliveries.len(), 1, "leased");
     assert!(claim.read_along.endpoints.is_empty(), "not read along");
@@ -2693,17 +2693,9 @@ async fn a_claims_rows_are_as_stored() {
         )
         .await
         .unwrap();
-    let claim = store
-        .claim(
-            now,
-            now.plus(Duration::from_secs(300)),
-            100,
-            dakghar::store::ClaimRules::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(claim.deliveries.len(), 2);
-    for d in &claim.deliveries {
+    let claimed = claim_for_five_minutes(&store, now, 100).await;
+    assert_eq!(claimed.len(), 2);
+    for d in &claimed {
         assert_eq!(d.state, DeliveryState::InFlight);
         assert_eq!(&store.delivery(&d.id).await.unwrap(), d);
         let body = if d.event_id == "blob" {
