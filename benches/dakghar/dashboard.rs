@@ -167,6 +167,16 @@ pub async fn run(backend: &Backend, rx: &Receiver, dir: &Path) -> Figures {
             "evt_",
         ),
         (
+            "event list, type and last answer timeout",
+            Box::new(|_| "/events?type=invoice.paid&status=timeout".into()),
+            "evt_",
+        ),
+        (
+            "event list, type and last answer matching nothing (418)",
+            Box::new(|_| "/events?type=invoice.paid&status=418".into()),
+            "",
+        ),
+        (
             "event list, filter matching nothing",
             Box::new(|_| "/events?state=in_flight".into()),
             "",

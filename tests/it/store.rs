@@ -110,6 +110,7 @@ on_both_backends!(
     event_pages_carry_their_own_deliveries_and_continue_by_cursor,
     each_filter_form_lists_an_event_once_and_pages_in_order,
     the_list_filters_by_last_answer_type_id_and_time,
+    a_type_with_more_events_than_the_list_probes_still_finds_its_older_answers,
     each_state_combines_with_a_type_and_in_flight_work_counts_as_queued,
 );
 
@@ -2156,6 +2157,78 @@ async fn each_filter_form_lists_an_event_once_and_pages_in_order(store: Store) {
         ..EventFilter::default()
     };
     assert!(all_pages(&store, &acc.id, someone_elses).await.is_empty());
+}
+
+/// On Postgres the list probes only the newest thousand events of a type
+/// for a delivery filter, then asks the deliveries: the answers of older
+/// events are found all the same, in order, on every page.
+async fn a_type_with_more_events_than_the_list_probes_still_finds_its_older_answers(store: Store) {
+    use dakghar::store::{AnswerFilter, EventFilter};
+    let (acc, a, b) =
+        two_endpoints_and_events(&store, &["one", "two", "one", "two", "one"], &[]).await;
+    let now = Timestamp(1_700_000_100_000);
+    for d in claim_for_five_minutes(&store, now, 100).await {
+        let (answer, to) = match (d.event_id.as_str(), d.endpoint_id == a.id) {
+            ("e1", false) => (
+                record(1, Some(429)),
+                Transition::Retry {
+                    next_attempt_at: now.plus(Duration::from_secs(600)),
+                },
+            ),
+            ("e3", true) => (record(1, Some(404)), Transition::Failed),
+            _ => {
+                store.release_claim(&d, now).await.unwrap();
+                continue;
+            }
+        };
+        store.complete_attempt(&d, &answer, to, now).await.unwrap();
+    }
+    // A thousand newer events of the same type, none with a delivery.
+    let payload = match store.backend() {
+        Backend::Sqlite => "CAST('{}' AS BLOB)",
+        Backend::Postgres => "convert_to('{}', 'UTF8')",
+    };
+    store
+        .execute_script(&format!(
+            "WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 1000) \
+             INSERT INTO events (account_id, id, event_type, payload, created_at) \
+             SELECT '{}', 'evt_newer_' || n, 'two', {payload}, 1700000010000 + n FROM s",
+            acc.id
+        ))
+        .await
+        .unwrap();
+    let two = |f: EventFilter| EventFilter {
+        event_type: Some("two".into()),
+        ..f
+    };
+    let answer = |x| EventFilter {
+        answer: Some(x),
+        ..EventFilter::default()
+    };
+    let page = |f: EventFilter| {
+        let store = store.clone();
+        let acc = acc.id.clone();
+        async move { all_pages(&store, &acc, f).await }
+    };
+    assert_eq!(
+        page(two(answer(AnswerFilter::Class(4)))).await,
+        ids(&["e3", "e1"])
+    );
+    assert_eq!(
+        page(two(answer(AnswerFilter::Status(429)))).await,
+        ids(&["e1"])
+    );
+    let failed = EventFilter {
+        state: Some("failed".into()),
+        ..EventFilter::default()
+    };
+    assert_eq!(page(two(failed.clone())).await, ids(&["e3"]));
+    let to_b = EventFilter {
+        endpoint_id: Some(b.id.clone()),
+        ..answer(AnswerFilter::Class(4))
+    };
+    assert_eq!(page(two(to_b)).await, ids(&["e1"]));
+    assert!(page(two(answer(AnswerFilter::Class(5)))).await.is_empty());
 }
 
 /// The debugger's filters: the last answer (exact, class, timeout), the
