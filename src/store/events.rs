@@ -85,39 +85,57 @@ macro_rules! bind_all {
     }};
 }
 
+/// How many of the newest events of a type the list probes one by one for
+/// a delivery filter before it walks the filter's deliveries instead.
+/// Probing pays for every event it passes, so a filter that matches few
+/// of a common type's events walked them all: p95 81 ms on SQLite for "a
+/// type and an answer nothing got" at 1 M deliveries in `make bench`.
+/// Postgres misjudged how many deliveries an answer matches (partial
+/// indexes carry no statistics, and the no-success predicate is
+/// correlated with every answer) and chose to hash them all instead: p95
+/// 235 ms for "a type and last answer 5xx". A thousand probes take a few
+/// milliseconds; when they find less than a page, the filter is rare
+/// among the type's events and its deliveries are the short walk.
+const PROBED_EVENTS: i64 = 1_000;
+
+/// The forms of `list_sql`'s query.
+#[derive(Clone, PartialEq, Eq)]
+enum Walk {
+    /// Each filter as it fits best; with a type and a delivery filter,
+    /// the type's events newest first, each probed, down to this one.
+    Events(Option<(i64, String)>),
+    /// With a type and a delivery filter: the filter's deliveries newest
+    /// first, each event checked for the type.
+    Deliveries,
+    /// The created_at and id of the `PROBED_EVENTS`th event the filters
+    /// on events (type, window) match: where a probing walk stops.
+    LastProbed,
+}
+
+/// A type with a delivery filter (but a success, which most deliveries
+/// are, so a walk of the type's events finds a page at once).
+fn typed(filter: &EventFilter) -> bool {
+    let success = matches!(filter.answer, Some(AnswerFilter::Status(c)) if (200..300).contains(&c));
+    filter.event_type.is_some()
+        && filter.id.is_none()
+        && !success
+        && (filter.state.is_some() || filter.endpoint_id.is_some() || filter.answer.is_some())
+}
+
 /// The list's query for these filters ($1 is the account) and its other
 /// parameters. Only the filters given appear in the text, so each form
 /// gets a plan of its own and walks the index that fits it:
 /// an exact id is a key lookup; a type alone walks the type index; a
 /// delivery filter walks the deliveries' index for it newest first and
-/// stops after a page, so a filter matching little or nothing is a probe.
-/// How many of the newest events of a type the list probes one by one on
-/// Postgres before it asks the deliveries instead. Postgres misjudges how
-/// many deliveries a last-answer filter matches (its partial indexes carry
-/// no statistics, and the no-success predicate is correlated with every
-/// answer), and given the choice it hashed every matching delivery: p95
-/// 235 ms for "a type and last answer 5xx" at 1 M deliveries in `make
-/// bench`, 90-265 ms for the other answers. Probing the newest thousand
-/// events costs at most a few milliseconds there, and when they hold less
-/// than a page the deliveries' side is the cheap one.
-const PROBED_EVENTS: i64 = 1_000;
-
-/// Which form of the events walk `list_sql` writes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Walk {
-    /// The planner's choice.
-    Free,
-    /// On Postgres, with a delivery filter: a probe for each of the
-    /// newest `PROBED_EVENTS` events, and no other plan.
-    Probing,
-}
-
+/// stops after a page, so a filter matching little or nothing is a probe;
+/// a type with a delivery filter probes the type's newest events one by
+/// one, or walks the filter's deliveries (`Walk`, `list_events`).
 fn list_sql(
     filter: &EventFilter,
     limit: i64,
     backend: Backend,
-    walk: Walk,
-) -> (String, Vec<Bind>, bool) {
+    walk: &Walk,
+) -> (String, Vec<Bind>) {
     let mut binds = Vec::new();
     let mut arg = |b: Bind| {
         binds.push(b);
@@ -197,24 +215,40 @@ fn list_sql(
         "DESC"
     };
     let and = |c: Vec<String>| c.iter().map(|c| format!(" AND {c}")).collect::<String>();
-    let walk_events =
-        dense || filter.id.is_some() || filter.event_type.is_some() || on_delivery.is_empty();
-    let probing = walk == Walk::Probing
-        && backend == Backend::Postgres
-        && walk_events
-        && filter.id.is_none()
-        && !on_delivery.is_empty();
-    let sql = if probing {
+    let typed = typed(filter);
+    let walk_events = !(typed && *walk == Walk::Deliveries)
+        && (dense || filter.id.is_some() || filter.event_type.is_some() || on_delivery.is_empty());
+    let sql = if *walk == Walk::LastProbed {
         let mut c = on_event("e", &mut arg);
         c.extend(window("e.created_at", "e.id", &mut arg));
-        // OFFSET 0 keeps the probe a subplan run for each walked event,
-        // which Postgres may not turn into a join; with the shared
-        // created_at it is a seek on the delivery filter's own index.
         format!(
-            "SELECT e.* FROM (SELECT e.* FROM events e WHERE e.account_id = $1{} \
-               ORDER BY e.created_at {dir}, e.id {dir} LIMIT {PROBED_EVENTS}) e \
-             WHERE EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-               AND d.event_id = e.id AND d.created_at = e.created_at{} OFFSET 0) \
+            "SELECT e.created_at, e.id FROM events e WHERE e.account_id = $1{} \
+             ORDER BY e.created_at {dir}, e.id {dir} LIMIT 1 OFFSET {}",
+            and(c),
+            PROBED_EVENTS - 1
+        )
+    } else if let (true, Walk::Events(last)) = (typed, walk) {
+        let mut c = on_event("e", &mut arg);
+        c.extend(window("e.created_at", "e.id", &mut arg));
+        if let Some((at, id)) = last {
+            let (a, i) = (arg(Bind::Int(*at)), arg(Bind::Text(id.clone())));
+            // A row value, not an OR: Postgres then walks the type's index
+            // in order and stops at a page (with the OR it read the
+            // thousand and sorted them, 6 ms against 1 in psql).
+            let up_to = if dir == "DESC" { ">=" } else { "<=" };
+            c.push(format!("(e.created_at, e.id) {up_to} ({a}, {i})"));
+        }
+        // With the shared created_at the probe is a seek on the delivery
+        // filter's own index (see below); OFFSET 0 keeps it a subplan run
+        // for each walked event, which Postgres may not turn into a join.
+        let fence = match backend {
+            Backend::Sqlite => "",
+            Backend::Postgres => " OFFSET 0",
+        };
+        format!(
+            "SELECT e.* FROM events e WHERE e.account_id = $1{} \
+               AND EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
+               AND d.event_id = e.id AND d.created_at = e.created_at{}{fence}) \
              ORDER BY e.created_at {dir}, e.id {dir} LIMIT {}",
             and(c),
             and(on_delivery),
@@ -265,6 +299,7 @@ fn list_sql(
             )
         };
         let mut c = on_delivery;
+        c.extend(on_event("e", &mut arg));
         c.extend(window("d.created_at", "d.event_id", &mut arg));
         format!(
             "SELECT e.* FROM deliveries d JOIN events e \
@@ -275,7 +310,7 @@ fn list_sql(
             arg(Bind::Int(limit))
         )
     };
-    (sql, binds, probing)
+    (sql, binds)
 }
 
 #[derive(Debug)]
@@ -380,24 +415,29 @@ impl Store {
         limit: i64,
     ) -> Result<EventPage> {
         let backend = self.backend();
-        let (sql, binds, probed) = list_sql(filter, limit + 1, backend, Walk::Probing);
-        let mut events = self.list_query(account_id, &sql, &binds).await?;
-        if probed && events.len() as i64 <= limit {
-            // Less than a page among the newest events probed: if there
-            // are older ones, the planner's own plan finds the rest.
+        let query = |walk| list_sql(filter, limit + 1, backend, &walk);
+        let mut events;
+        if typed(filter) {
             let of_type = EventFilter {
                 state: None,
                 endpoint_id: None,
                 answer: None,
                 ..filter.clone()
             };
-            let (walked, binds, _) = list_sql(&of_type, PROBED_EVENTS, backend, Walk::Free);
-            let count = format!("SELECT COUNT(*) FROM ({walked}) w");
-            let walked = self.list_count(account_id, &count, &binds).await?;
-            if walked >= PROBED_EVENTS {
-                let (sql, binds, _) = list_sql(filter, limit + 1, backend, Walk::Free);
+            let (sql, binds) = list_sql(&of_type, 1, backend, &Walk::LastProbed);
+            let last = self.list_last_probed(account_id, &sql, &binds).await?;
+            let probed_all = last.is_none();
+            let (sql, binds) = query(Walk::Events(last));
+            events = self.list_query(account_id, &sql, &binds).await?;
+            // Less than a page among the newest events, and there are
+            // older ones: the filter's deliveries lead to the rest.
+            if !probed_all && events.len() as i64 <= limit {
+                let (sql, binds) = query(Walk::Deliveries);
                 events = self.list_query(account_id, &sql, &binds).await?;
             }
+        } else {
+            let (sql, binds) = query(Walk::Events(None));
+            events = self.list_query(account_id, &sql, &binds).await?;
         }
         let has_more = events.len() as i64 > limit;
         events.truncate(limit.max(0) as usize);
@@ -451,12 +491,17 @@ impl Store {
         .await)?)
     }
 
-    async fn list_count(&self, account_id: &str, sql: &str, binds: &[Bind]) -> Result<i64> {
+    async fn list_last_probed(
+        &self,
+        account_id: &str,
+        sql: &str,
+        binds: &[Bind],
+    ) -> Result<Option<(i64, String)>> {
         Ok(on_pool!(self, |p| bind_all!(
-            sqlx::query_scalar::<_, i64>(sql).bind(account_id),
+            sqlx::query_as::<_, (i64, String)>(sql).bind(account_id),
             binds
         )
-        .fetch_one(p)
+        .fetch_optional(p)
         .await)?)
     }
 

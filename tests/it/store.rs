@@ -2159,9 +2159,9 @@ async fn each_filter_form_lists_an_event_once_and_pages_in_order(store: Store) {
     assert!(all_pages(&store, &acc.id, someone_elses).await.is_empty());
 }
 
-/// On Postgres the list probes only the newest thousand events of a type
-/// for a delivery filter, then asks the deliveries: the answers of older
-/// events are found all the same, in order, on every page.
+/// The list probes only the newest thousand events of a type for a
+/// delivery filter, then walks the filter's deliveries: the answers of
+/// older events are found all the same, in order, on every page.
 async fn a_type_with_more_events_than_the_list_probes_still_finds_its_older_answers(store: Store) {
     use dakghar::store::{AnswerFilter, EventFilter};
     let (acc, a, b) =
@@ -2229,6 +2229,28 @@ async fn a_type_with_more_events_than_the_list_probes_still_finds_its_older_answ
     };
     assert_eq!(page(two(to_b)).await, ids(&["e1"]));
     assert!(page(two(answer(AnswerFilter::Class(5)))).await.is_empty());
+    // A page at a time, on and back, past the events probed.
+    let class_4 = two(answer(AnswerFilter::Class(4)));
+    let one = |f: EventFilter| {
+        let store = store.clone();
+        let acc = acc.id.clone();
+        async move { store.list_events(&acc, &f, 1).await.unwrap() }
+    };
+    let first = one(class_4.clone()).await;
+    assert_eq!(first.events[0].0.id, "e3");
+    let second = one(EventFilter {
+        after: first.next.clone(),
+        ..class_4.clone()
+    })
+    .await;
+    assert_eq!(second.events[0].0.id, "e1");
+    assert!(second.next.is_none());
+    let back = one(EventFilter {
+        before: second.prev.clone(),
+        ..class_4
+    })
+    .await;
+    assert_eq!(back.events[0].0.id, "e3");
 }
 
 /// The debugger's filters: the last answer (exact, class, timeout), the
