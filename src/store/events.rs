@@ -108,12 +108,15 @@ enum Walk {
     /// first, each event checked for the type.
     Deliveries,
     /// The created_at and id of the `PROBED_EVENTS`th event the filters
-    /// on events (type, window) match: where a probing walk stops.
+    /// on events (type, window, cursor) match: where a probing walk
+    /// stops. For a filter without delivery filters only: their
+    /// parameters would go unused, which Postgres refuses.
     LastProbed,
 }
 
-/// A type with a delivery filter (but a success, which most deliveries
-/// are, so a walk of the type's events finds a page at once).
+/// A type with a delivery filter. Not with an id (one event, one probe),
+/// nor with a success, which most deliveries are, so a walk of the type's
+/// events finds a page at once.
 fn typed(filter: &EventFilter) -> bool {
     let success = matches!(filter.answer, Some(AnswerFilter::Status(c)) if (200..300).contains(&c));
     filter.event_type.is_some()
@@ -239,8 +242,10 @@ fn list_sql(
             c.push(format!("(e.created_at, e.id) {up_to} ({a}, {i})"));
         }
         // With the shared created_at the probe is a seek on the delivery
-        // filter's own index (see below); OFFSET 0 keeps it a subplan run
-        // for each walked event, which Postgres may not turn into a join.
+        // filter's own index, as on SQLite below. OFFSET 0 keeps it a
+        // subplan run for each walked event: free to turn it into a join,
+        // Postgres took the term for a second filter and hashed the type's
+        // events (below).
         let fence = match backend {
             Backend::Sqlite => "",
             Backend::Postgres => " OFFSET 0",
@@ -429,8 +434,11 @@ impl Store {
             let probed_all = last.is_none();
             let (sql, binds) = query(Walk::Events(last));
             events = self.list_query(account_id, &sql, &binds).await?;
-            // Less than a page among the newest events, and there are
-            // older ones: the filter's deliveries lead to the rest.
+            // Less than a page among a thousand events of the type: the
+            // filter is rare among them, and its own index, walked again
+            // from the cursor, reaches a page sooner than the events do.
+            // (With exactly a thousand the probe saw them all; the walk
+            // is then only redundant.)
             if !probed_all && events.len() as i64 <= limit {
                 let (sql, binds) = query(Walk::Deliveries);
                 events = self.list_query(account_id, &sql, &binds).await?;
