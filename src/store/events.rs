@@ -118,11 +118,15 @@ enum Walk {
 /// nor with a success, which most deliveries are, so a walk of the type's
 /// events finds a page at once.
 fn typed(filter: &EventFilter) -> bool {
-    let success = matches!(filter.answer, Some(AnswerFilter::Status(c)) if (200..300).contains(&c));
     filter.event_type.is_some()
         && filter.id.is_none()
-        && !success
+        && !a_success(filter.answer)
         && (filter.state.is_some() || filter.endpoint_id.is_some() || filter.answer.is_some())
+}
+
+/// An answer filter for one success status: not in the answer indexes.
+fn a_success(answer: Option<AnswerFilter>) -> bool {
+    matches!(answer, Some(AnswerFilter::Status(c)) if (200..300).contains(&c))
 }
 
 /// The list's query for these filters ($1 is the account) and its other
@@ -148,7 +152,7 @@ fn list_sql(
     let mut on_delivery: Vec<String> = Vec::new();
     // Successes are not in the answer indexes; they are most of the rows,
     // so walking the events and probing each finds a page quickly.
-    let mut dense = false;
+    let dense = a_success(filter.answer);
     if let Some(state) = &filter.state {
         on_delivery.push(format!("d.state = {}", arg(Bind::Text(state.clone()))));
     }
@@ -160,8 +164,7 @@ fn list_sql(
     }
     match filter.answer {
         None => {}
-        Some(AnswerFilter::Status(code)) if (200..300).contains(&code) => {
-            dense = true;
+        Some(AnswerFilter::Status(code)) if dense => {
             on_delivery.push(format!("d.last_status = {}", arg(Bind::Int(code.into()))));
         }
         Some(AnswerFilter::Status(code)) => on_delivery.push(format!(
@@ -230,10 +233,12 @@ fn list_sql(
             and(c),
             PROBED_EVENTS - 1
         )
-    } else if let (true, Walk::Events(last)) = (typed, walk) {
+    } else if walk_events {
+        // A delivery filter becomes one probe per event: an event has a
+        // delivery per endpoint, few.
         let mut c = on_event("e", &mut arg);
         c.extend(window("e.created_at", "e.id", &mut arg));
-        if let Some((at, id)) = last {
+        if let Walk::Events(Some((at, id))) = walk {
             let (a, i) = (arg(Bind::Int(*at)), arg(Bind::Text(id.clone())));
             // A row value, not an OR: Postgres then walks the type's index
             // in order and stops at a page (with the OR it read the
@@ -241,45 +246,25 @@ fn list_sql(
             let up_to = if dir == "DESC" { ">=" } else { "<=" };
             c.push(format!("(e.created_at, e.id) {up_to} ({a}, {i})"));
         }
-        // With the shared created_at the probe is a seek on the delivery
-        // filter's own index, as on SQLite below. OFFSET 0 keeps it a
-        // subplan run for each walked event: free to turn it into a join,
-        // Postgres took the term for a second filter and hashed the type's
-        // events (below).
-        let fence = match backend {
-            Backend::Sqlite => "",
-            Backend::Postgres => " OFFSET 0",
-        };
-        format!(
-            "SELECT e.* FROM events e WHERE e.account_id = $1{} \
-               AND EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-               AND d.event_id = e.id AND d.created_at = e.created_at{}{fence}) \
-             ORDER BY e.created_at {dir}, e.id {dir} LIMIT {}",
-            and(c),
-            and(on_delivery),
-            arg(Bind::Int(limit))
-        )
-    } else if walk_events {
-        // A delivery filter becomes one probe per event: an event has a
-        // delivery per endpoint, few.
-        let mut c = on_event("e", &mut arg);
-        c.extend(window("e.created_at", "e.id", &mut arg));
         if !on_delivery.is_empty() {
             // A delivery is made with its event and shares its created_at.
-            // Said in the probe, it makes SQLite's a seek on the delivery
+            // Said in the probe, it makes it a seek on the delivery
             // indexes that end (created_at, event_id); without it SQLite,
             // having no statistics, walked all of the account's deliveries
             // in the state for each event (0.9 s for a page of a type
-            // among 100 k delivered events). Postgres would take the term
-            // for a second filter, expect next to nothing to match, and
-            // hash every event of the type instead of probing a page.
-            let same_time = match backend {
-                Backend::Sqlite => " AND d.created_at = e.created_at",
-                Backend::Postgres => "",
+            // among 100 k delivered events). Postgres, free to turn the
+            // probe into a join, would take the term for a second filter,
+            // expect next to nothing to match, and hash every event of the
+            // type instead of probing a page; for a type OFFSET 0 keeps the
+            // probe a subplan run for each walked event, with the term.
+            let (same_time, fence) = match (backend, typed) {
+                (Backend::Sqlite, _) => (" AND d.created_at = e.created_at", ""),
+                (Backend::Postgres, true) => (" AND d.created_at = e.created_at", " OFFSET 0"),
+                (Backend::Postgres, false) => ("", ""),
             };
             c.push(format!(
                 "EXISTS (SELECT 1 FROM deliveries d WHERE d.account_id = e.account_id \
-                   AND d.event_id = e.id{same_time}{})",
+                   AND d.event_id = e.id{same_time}{}{fence})",
                 and(on_delivery)
             ));
         }
