@@ -72,6 +72,11 @@ impl BenchDb {
         }
     }
 
+    /// The Postgres server's URL (no schema), for its server-wide views.
+    pub fn postgres_url(&self) -> Option<&str> {
+        self.schema.as_ref().map(|(url, _)| url.as_str())
+    }
+
     pub async fn finish(self) {
         self.store.close().await;
         if let Some((url, schema)) = self.schema {

@@ -19,6 +19,7 @@ use crate::{
     seed,
     server::Server,
     stats::{ms, spread, Spread},
+    wal,
 };
 
 pub struct Figures {
@@ -27,11 +28,14 @@ pub struct Figures {
     pub idle_split_mib: (f64, f64),
     pub per_request: PerRequest,
     pub queued_mib: f64,
+    /// The same split at the sample `queued_mib` was read from.
+    pub queued_split_mib: (f64, f64),
     pub in_flight_seen: usize,
     pub burned: usize,
     pub burn_per_sec: f64,
     pub burn_peak_mib: f64,
     pub burn_cpu: cpu::PerDelivery,
+    pub burn_wal: Option<wal::PerDelivery>,
     /// The server's own account of the burn-down.
     pub burn_view: View,
     pub latency: Vec<Latency>,
@@ -238,9 +242,12 @@ pub async fn run(
     while rx.open() < 950 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut queued_mib: f64 = 0.0;
+    let (mut queued_mib, mut queued_split_mib) = (0.0, (0.0, 0.0));
     for _ in 0..20 {
-        queued_mib = queued_mib.max(node.memory().0);
+        let (rss, split) = (node.memory().0, node.rss_split());
+        if rss > queued_mib {
+            (queued_mib, queued_split_mib) = (rss, split);
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let in_flight_seen = rx.reset_most_open();
@@ -259,6 +266,7 @@ pub async fn run(
         burned,
         per_sec: burn_per_sec,
         cpu: burn_cpu,
+        wal: burn_wal,
         view: burn_view,
         peak_mib: burn_peak_mib,
     } = burn;
@@ -277,11 +285,13 @@ pub async fn run(
         idle_split_mib,
         per_request,
         queued_mib,
+        queued_split_mib,
         in_flight_seen,
         burned,
         burn_per_sec,
         burn_peak_mib,
         burn_cpu,
+        burn_wal,
         burn_view,
         latency,
         knee,
@@ -342,6 +352,8 @@ pub struct Burn {
     pub burned: usize,
     pub per_sec: f64,
     pub cpu: cpu::PerDelivery,
+    /// Postgres only.
+    pub wal: Option<wal::PerDelivery>,
     pub view: View,
     pub peak_mib: f64,
 }
@@ -355,6 +367,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         .await
         .unwrap() as usize;
     let before = rx.count();
+    let wal_before = wal::mark(db.postgres_url()).await;
     let start = Instant::now();
     let node = Server::start(&db.child_url, &[], dir).await;
     let cpu_before = cpu::sample(node.pid());
@@ -366,6 +379,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     }
     let per_sec = burned as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
+    let wal = wal::per_delivery(wal_before, wal::mark(db.postgres_url()).await, burned);
     let seen = view(&steps_before, &histograms(&node.base).await);
     let (_, peak_mib) = node.memory();
     eprintln!(
@@ -376,6 +390,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         burned,
         per_sec,
         cpu,
+        wal,
         view: seen,
         peak_mib,
     };

@@ -7,7 +7,8 @@
 //! BENCH_BACKENDS=sqlite,postgres picks which run; BENCH_PARTS picks the
 //! parts (engine, ingest, claims, peer, dashboard; all by default) when
 //! comparing one change; BENCH_DASHBOARD=off drops the dashboard (its
-//! million rows take a while).
+//! million rows take a while). On Postgres the WAL figures are the whole
+//! server's: run the bench on a Postgres nothing else writes to.
 
 mod ceiling;
 mod claims;
@@ -22,6 +23,7 @@ mod report;
 mod seed;
 mod server;
 mod stats;
+mod wal;
 
 use std::time::Duration;
 

@@ -9,13 +9,14 @@ use std::{
     process::{Command, Stdio},
 };
 
-use crate::{cpu, receiver::Receiver};
+use crate::{cpu, receiver::Receiver, wal};
 
 pub struct PeerRun {
     pub deliveries: usize,
     pub per_sec: f64,
     /// Over the burn-down only; "server" is the node process.
     pub cpu: cpu::PerDelivery,
+    pub wal: Option<wal::PerDelivery>,
     pub peak_rss_mib: f64,
 }
 
@@ -64,11 +65,11 @@ pub async fn graphile_worker(
             return None;
         }
     };
-    let rx = rx.clone();
+    let (rx, url) = (rx.clone(), pg_url.to_string());
     // std::process on a blocking thread: the workspace's tokio has neither
     // the `process` nor the `io-util` feature, and the samples must be taken
     // the moment the script's lines arrive.
-    tokio::task::spawn_blocking(move || watch(child, &rx))
+    tokio::task::spawn_blocking(move || watch(child, &rx, &url))
         .await
         .unwrap_or_else(|e| {
             eprintln!("graphile-worker peer failed: {e}");
@@ -77,24 +78,28 @@ pub async fn graphile_worker(
 }
 
 /// Samples CPU when the script says `START` (its enqueue excluded) and when
-/// it prints its result (its shutdown and cleanup excluded).
-fn watch(mut child: std::process::Child, rx: &Receiver) -> Option<PeerRun> {
+/// it prints its result (its shutdown and cleanup excluded), and
+/// Postgres's WAL counters likewise.
+fn watch(mut child: std::process::Child, rx: &Receiver, pg_url: &str) -> Option<PeerRun> {
     let pid = child.id();
+    let wal_mark = || tokio::runtime::Handle::current().block_on(wal::mark(Some(pg_url)));
     let stdout = child.stdout.take()?;
     let mut start = None;
     let mut result = None;
     for line in BufReader::new(stdout).lines().map_while(Result::ok) {
         if line == "START" {
-            start = Some((cpu::sample(pid), rx.count()));
+            start = Some((cpu::sample(pid), rx.count(), wal_mark()));
         } else if let Ok(json @ serde_json::Value::Object(_)) = serde_json::from_str(&line) {
-            result = Some((json, cpu::sample(pid), rx.count()));
+            result = Some((json, cpu::sample(pid), rx.count(), wal_mark()));
         }
     }
     let status = child.wait();
     if !status.as_ref().is_ok_and(|s| s.success()) {
         eprintln!("graphile-worker peer exited badly: {status:?}");
     }
-    let (Some((cpu_before, rx_before)), Some((json, cpu_after, rx_after))) = (start, result) else {
+    let (Some((cpu_before, rx_before, wal_before)), Some((json, cpu_after, rx_after, wal_after))) =
+        (start, result)
+    else {
         eprintln!("graphile-worker peer failed: no START and result from run.mjs");
         return None;
     };
@@ -116,6 +121,7 @@ fn watch(mut child: std::process::Child, rx: &Receiver) -> Option<PeerRun> {
         deliveries,
         per_sec,
         cpu: cpu::per_delivery(cpu_before, cpu_after, deliveries),
+        wal: wal::per_delivery(wal_before, wal_after, deliveries),
         peak_rss_mib: peak_rss / (1024.0 * 1024.0),
     })
 }

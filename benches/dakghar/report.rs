@@ -8,6 +8,7 @@ use crate::{
     db::Backend,
     delivery, ingest, peer,
     stats::{ms, Spread},
+    wal,
 };
 
 pub struct Run<'a> {
@@ -163,6 +164,14 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
         cores() as f64 * 1e6 / c.total_us().max(1.0),
         cores()
     );
+    if let Some(w) = &d.burn_wal {
+        let _ = writeln!(
+            o,
+            "| WAL per delivery over the burn-down (Postgres's pg_stat_wal, the whole server) | {}; {} checkpoints started by WAL volume | | | |",
+            wal::describe(Some(w)),
+            w.wal_checkpoints.map_or("–".into(), |n| n.to_string())
+        );
+    }
     let _ = writeln!(
         o,
         "| Server's view over the burn-down (its /metrics) | {} | | | |",
@@ -273,10 +282,12 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     );
     let _ = writeln!(
         o,
-        "| RSS, {} queued, {} in flight | {:.1} MiB | | ≤ 128 MiB | {} |",
+        "| RSS, {} queued, {} in flight | {:.1} MiB (anonymous {:.1} · file pages {:.1}) | | ≤ 128 MiB | {} |",
         r.events * r.endpoints,
         d.in_flight_seen,
         d.queued_mib,
+        d.queued_split_mib.0,
+        d.queued_split_mib.1,
         yes(d.queued_mib <= 128.0)
     );
     let _ = writeln!(
@@ -367,7 +378,7 @@ fn peer_rows(
     let ratio = ours.per_sec / theirs.per_sec.max(1e-9);
     let _ = writeln!(
         o,
-        "| Burn-down of {} (5 000 events × 10 endpoints) | {:.0} deliveries/s · {:.0} µs machine CPU each (server {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB | {ratio:.2} × graphile-worker | ≥ 2 × graphile-worker | {} |",
+        "| Burn-down of {} (5 000 events × 10 endpoints) | {:.0} deliveries/s · {:.0} µs machine CPU each (server {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB · WAL a delivery {} | {ratio:.2} × graphile-worker | ≥ 2 × graphile-worker | {} |",
         ours.burned,
         ours.per_sec,
         ours.cpu.total_us(),
@@ -375,11 +386,12 @@ fn peer_rows(
         ours.cpu.postgres_us,
         ours.cpu.receiver_us,
         ours.peak_mib,
+        wal::describe(ours.wal.as_ref()),
         yes(ratio >= 2.0)
     );
     let _ = writeln!(
         o,
-        "| Peer: graphile-worker 0.17.3, the same backlog ({} jobs), receiver and Postgres (local queue 500, batched completion) | {:.0} deliveries/s · {:.0} µs machine CPU each (worker {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB | | | |",
+        "| Peer: graphile-worker 0.17.3, the same backlog ({} jobs), receiver and Postgres (local queue 500, batched completion) | {:.0} deliveries/s · {:.0} µs machine CPU each (worker {:.0} · Postgres {:.0} · receiver {:.0}) · peak RSS {:.1} MiB · WAL a job {} | | | |",
         theirs.deliveries,
         theirs.per_sec,
         theirs.cpu.total_us(),
@@ -387,6 +399,7 @@ fn peer_rows(
         theirs.cpu.postgres_us,
         theirs.cpu.receiver_us,
         theirs.peak_rss_mib,
+        wal::describe(theirs.wal.as_ref()),
     );
     if let Some(d) = full {
         let ratio = d.burn_per_sec / theirs.per_sec.max(1e-9);
