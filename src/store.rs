@@ -195,6 +195,15 @@ impl Store {
         }
     }
 
+    /// The most connections the pool opens (on SQLite, besides the
+    /// delivery path's writer).
+    pub fn pool_size(&self) -> u32 {
+        match &self.pool {
+            Pool::Sqlite(p) => p.options().get_max_connections(),
+            Pool::Postgres(p) => p.options().get_max_connections(),
+        }
+    }
+
     fn pool(&self) -> &Pool {
         &self.pool
     }

@@ -356,6 +356,12 @@ pub(super) async fn check(
     let url = crate::store::database_url(database_url);
     line("database", crate::store::redact_url(&url));
     let mut migrated = false;
+    if let Ok(store) = &store {
+        line(
+            "database pool",
+            format!("{} connections", store.pool_size()),
+        );
+    }
     match &store {
         Ok(store) => match store.readiness().await {
             Ok(()) => {

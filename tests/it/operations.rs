@@ -357,6 +357,10 @@ fn config_check_reports_without_changing_anything() {
         "a fresh database: {text}"
     );
     assert!(text.contains("ok: serve would start"), "{text}");
+    assert!(
+        text.contains("database pool                16 connections"),
+        "the default pool: {text}"
+    );
     assert!(text.contains("collector.example:4318"), "{text}");
     for secret in ["hunter2", "proxy-pass", "otel-pass", TEST_SECRETS_KEY] {
         assert!(!text.contains(secret), "{secret} shown:\n{text}");
@@ -371,6 +375,25 @@ fn config_check_reports_without_changing_anything() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&still.stdout).contains("migrations pending"));
+    let sized = Command::new(BIN)
+        .args([
+            "config",
+            "check",
+            "--site-root",
+            &site,
+            "--database-pool",
+            "9",
+        ])
+        .env_remove("DATABASE_URL")
+        .env("DAKGHAR_DATABASE_URL", &db)
+        .env("DAKGHAR_SECRETS_KEY", TEST_SECRETS_KEY)
+        .output()
+        .unwrap();
+    let sized = String::from_utf8_lossy(&sized.stdout).to_string();
+    assert!(
+        sized.contains("database pool                9 connections"),
+        "the flag's pool: {sized}"
+    );
     assert!(!dir.path().join("secrets.key").exists());
 
     let out = Command::new(BIN)
