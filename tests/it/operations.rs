@@ -330,22 +330,25 @@ fn config_check_reports_without_changing_anything() {
         std::fs::write(site.join("pkg").join(file), "built").unwrap();
     }
     let site = site.display().to_string();
-    let out = Command::new(BIN)
-        .args(["config", "check", "--site-root", &site])
-        .args(["--smtp-url", "smtps://mailer:hunter2@mail.example:465"])
-        .args([
-            "--otlp-endpoint",
-            "http://otel:otel-pass@collector.example:4318",
-        ])
-        .args([
-            "--egress-proxy",
-            "http://proxy-user:proxy-pass@proxy.example:3128",
-        ])
-        .env_remove("DATABASE_URL")
-        .env("DAKGHAR_DATABASE_URL", &db)
-        .env("DAKGHAR_SECRETS_KEY", TEST_SECRETS_KEY)
-        .output()
-        .unwrap();
+    // `config check` on the fresh database, with `flags` added.
+    let check = |flags: &[&str]| {
+        Command::new(BIN)
+            .args(["config", "check", "--site-root", &site])
+            .args(flags)
+            .env_remove("DATABASE_URL")
+            .env("DAKGHAR_DATABASE_URL", &db)
+            .env("DAKGHAR_SECRETS_KEY", TEST_SECRETS_KEY)
+            .output()
+            .unwrap()
+    };
+    let out = check(&[
+        "--smtp-url",
+        "smtps://mailer:hunter2@mail.example:465",
+        "--otlp-endpoint",
+        "http://otel:otel-pass@collector.example:4318",
+        "--egress-proxy",
+        "http://proxy-user:proxy-pass@proxy.example:3128",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
@@ -367,28 +370,9 @@ fn config_check_reports_without_changing_anything() {
     }
     assert!(text.contains("****"), "{text}");
     // Nothing was migrated or created by the check.
-    let still = Command::new(BIN)
-        .args(["config", "check", "--site-root", &site])
-        .env_remove("DATABASE_URL")
-        .env("DAKGHAR_DATABASE_URL", &db)
-        .env("DAKGHAR_SECRETS_KEY", TEST_SECRETS_KEY)
-        .output()
-        .unwrap();
+    let still = check(&[]);
     assert!(String::from_utf8_lossy(&still.stdout).contains("migrations pending"));
-    let sized = Command::new(BIN)
-        .args([
-            "config",
-            "check",
-            "--site-root",
-            &site,
-            "--database-pool",
-            "9",
-        ])
-        .env_remove("DATABASE_URL")
-        .env("DAKGHAR_DATABASE_URL", &db)
-        .env("DAKGHAR_SECRETS_KEY", TEST_SECRETS_KEY)
-        .output()
-        .unwrap();
+    let sized = check(&["--database-pool", "9"]);
     let sized = String::from_utf8_lossy(&sized.stdout).to_string();
     assert!(
         sized.contains("database pool                9 connections"),
