@@ -31,6 +31,23 @@ pub struct NewIngest {
     pub key_id: Option<String>,
 }
 
+/// A new delivery as a claim at `now` leases it.
+pub(super) fn in_flight(
+    d: &Delivery,
+    now: Timestamp,
+    lease_until: Timestamp,
+    token: &str,
+) -> Delivery {
+    Delivery {
+        state: DeliveryState::InFlight,
+        claimed_at: Some(now.millis()),
+        lease_until: Some(lease_until.millis()),
+        claim_token: Some(token.to_string()),
+        updated_at: now.millis(),
+        ..d.clone()
+    }
+}
+
 /// The keys a batch's events must find active, each once.
 pub(super) fn keys<B: Borrow<NewIngest>>(batch: &[B]) -> Vec<String> {
     let mut ids: Vec<String> = batch

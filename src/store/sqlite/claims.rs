@@ -19,8 +19,10 @@ use super::{
 use crate::{
     clock::Timestamp,
     store::{
-        claim_rules::ClaimRules, ingest::LeaseTerms, sql::UNCLAIMED, Claim, Delivery,
-        DeliveryState, Result, StoreError,
+        claim_rules::ClaimRules,
+        ingest::{in_flight, LeaseTerms},
+        sql::UNCLAIMED,
+        Claim, Delivery, Result, StoreError,
     },
 };
 
@@ -460,18 +462,6 @@ pub(super) fn lease_rounds(
         },
         rated,
     })
-}
-
-/// A new delivery as a claim at `now` leases it.
-fn in_flight(d: &Delivery, now: Timestamp, lease_until: Timestamp, token: &str) -> Delivery {
-    Delivery {
-        state: DeliveryState::InFlight,
-        claimed_at: Some(now.millis()),
-        lease_until: Some(lease_until.millis()),
-        claim_token: Some(token.to_string()),
-        updated_at: now.millis(),
-        ..d.clone()
-    }
 }
 
 /// One round's rows from the table, leased in the statement that finds
