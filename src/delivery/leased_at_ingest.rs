@@ -1,5 +1,5 @@
-//! What an ingest group leases for this node's workers (SQLite,
-//! `store::Workers`): the room it may take, and its attempts, started as
+//! What an ingest group leases for this node's workers
+//! (`store::Workers`): the room it may take, and its attempts, started as
 //! a claim loop's are.
 
 use std::sync::{atomic::Ordering, Arc};

@@ -231,11 +231,12 @@ const MAX_GROUP: usize = 256;
 #[derive(Debug, Clone)]
 pub struct Ingester(GroupCommit<NewIngest, InsertedEvent>);
 
-/// This node's workers, as an ingest group sees them: on SQLite the
-/// group's own transaction leases what it made due and hands it to them.
-/// Otherwise each group's commit woke a claim loop whose claim was one
-/// more transaction for the one writer, about one an event at low load,
-/// and the first attempt waited for it.
+/// This node's workers, as an ingest group sees them: the group's own
+/// transaction leases what it made due and hands it to them. Otherwise
+/// each group's commit woke a claim loop whose claim was one more
+/// transaction (on SQLite for the one writer), about one an event at low
+/// load, and the first attempt waited for it; on Postgres each new row
+/// also went through the pending partition and its indexes first.
 pub trait Workers: Send + Sync {
     /// Room for the deliveries a group makes, and the terms of their
     /// lease; `None` when the workers are stopped or their room is full.
@@ -267,10 +268,9 @@ pub struct LeaseTerms {
 
 impl Ingester {
     /// Starts the writer task; it ends once every `Ingester` is dropped.
-    /// `workers`, if given, are this node's: where the store can
-    /// (SQLite), each group leases what they offer room for.
+    /// `workers`, if given, are this node's: each group leases what they
+    /// offer room for.
     pub fn start(store: Store, workers: Option<Arc<dyn Workers>>) -> Ingester {
-        let workers = workers.filter(|_| store.leases_at_ingest());
         // No linger: the producer waits for the commit, and so does the
         // first attempt.
         Ingester(GroupCommit::start(

@@ -460,8 +460,8 @@ pub struct Replay {
 pub struct Claim {
     pub deliveries: Vec<Delivery>,
     pub held_back: bool,
-    /// It left nothing due that a claim could start now (SQLite; `false`
-    /// where unknown): no claim loop need look.
+    /// It left nothing due that a claim could start now (an ingest
+    /// group's lease; `false` where unknown): no claim loop need look.
     pub drained: bool,
     pub read_along: ReadAlong,
 }
@@ -469,8 +469,8 @@ pub struct Claim {
 /// What a claim read along with its deliveries, so its round need not
 /// read it again: on Postgres each delivery's event and endpoint (two
 /// statements fewer on the way of every first attempt); on SQLite, a
-/// claim nothing, and an ingest group's lease the events it wrote and
-/// the endpoints it leased for.
+/// claim nothing; an ingest group's lease, the events it wrote and the
+/// endpoints it leased for.
 #[derive(Debug, Default)]
 pub struct ReadAlong {
     /// By delivery id.

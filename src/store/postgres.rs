@@ -15,7 +15,7 @@ use super::{
     claim_rules::ClaimRules,
     completion::{answered, distinct_runs, Completion, Outcome},
     fan_outs::{FanOut, FanOuts},
-    ingest::{self, NewIngest, Target},
+    ingest::{self, LeaseTerms, NewIngest, Target},
     parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
     Store, StoreError,
 };
@@ -279,16 +279,37 @@ pub(super) async fn insert_events(
     pool: &PgPool,
     fan_outs: &FanOuts,
     batch: &[NewIngest],
-) -> Result<Vec<Result<InsertedEvent>>> {
+    lease: Option<(LeaseTerms, &str)>,
+) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
     const PASSES: usize = 3;
     let mut conn = pool.acquire().await?;
     let mut answers: Vec<Result<InsertedEvent>> = Vec::with_capacity(batch.len());
     let mut pending: Vec<usize> = (0..batch.len()).collect();
+    // What every pass leased; drained only if each pass was.
+    let mut claim = Claim {
+        drained: lease.is_some(),
+        ..Claim::default()
+    };
     for pass in 0..PASSES {
         let items: Vec<&NewIngest> = pending.iter().map(|&i| &batch[i]).collect();
         let checked = pass + 1 < PASSES;
-        let (written, stale) = match write_pass(&mut conn, fan_outs, &items, checked).await {
-            Ok(pass) => pass,
+        // A later pass leases within what the earlier ones left.
+        let lease = lease.map(|(terms, token)| {
+            let limit = terms.limit - claim.deliveries.len() as i64;
+            (LeaseTerms { limit, ..terms }, token)
+        });
+        let written = write_pass(&mut conn, fan_outs, &items, checked, lease).await;
+        let (written, stale) = match written {
+            Ok((written, stale, leased)) => {
+                claim.deliveries.extend(leased.deliveries);
+                claim.held_back |= leased.held_back;
+                claim.drained &= leased.drained;
+                claim
+                    .read_along
+                    .endpoints
+                    .extend(leased.read_along.endpoints);
+                (written, stale)
+            }
             Err(e) if pass == 0 => return Err(e),
             // Earlier passes committed their events: the group is answered
             // item by item, and only the rest failed.
@@ -299,7 +320,8 @@ pub(super) async fn insert_events(
                          send it again"
                     )));
                 }
-                return Ok(answers);
+                claim.drained = false;
+                return Ok((answers, claim));
             }
         };
         let mut next = Vec::new();
@@ -321,7 +343,7 @@ pub(super) async fn insert_events(
         }
         pending = next;
     }
-    Ok(answers)
+    Ok((answers, claim))
 }
 
 /// One pass of `insert_events` over `items`: planned from the kept
@@ -331,7 +353,8 @@ async fn write_pass(
     fan_outs: &FanOuts,
     items: &[&NewIngest],
     checked: bool,
-) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>)> {
+    lease: Option<(LeaseTerms, &str)>,
+) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>, Claim)> {
     let accounts = ingest::accounts(items);
     let mut known = match checked {
         true => fan_outs.get_many(&accounts),
@@ -347,7 +370,7 @@ async fn write_pass(
             known.insert(account, fan_out);
         }
     }
-    write_events(conn, items, &known, checked).await
+    write_events(conn, items, &known, checked, lease).await
 }
 
 /// The accounts' fan-outs in one snapshot; an account that does not exist
@@ -381,13 +404,17 @@ async fn read_fan_outs(
 /// One write of `items`, planned from `known`; with `checked`, only for
 /// accounts whose version is still the one in `known`. Answers for each
 /// item and names the accounts found stale (their items' answers are
-/// not final: nothing of theirs was written).
+/// not final: nothing of theirs was written). With `lease`, the same
+/// statement leases what it made due (`dakghar_ingest_lease`, migration
+/// 0037): each endpoint's first new rows it may start are written in
+/// flight, and older due rows of the same endpoints are leased first.
 async fn write_events(
     conn: &mut PgConnection,
     items: &[&NewIngest],
     known: &HashMap<String, Arc<FanOut>>,
     checked: bool,
-) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>)> {
+    lease: Option<(LeaseTerms, &str)>,
+) -> Result<(Vec<Result<InsertedEvent>>, HashSet<String>, Claim)> {
     let write = "WITH active AS ( \
                    SELECT id FROM api_keys WHERE id = ANY($14::text[]) AND revoked_at IS NULL \
                    UNION ALL \
@@ -412,19 +439,50 @@ async fn write_events(
                  live AS ( \
                    SELECT id FROM endpoints WHERE id = ANY($7::text[]) AND state <> 'disabled' \
                    FOR KEY SHARE), \
-                 made AS ( \
-                   INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
-                     next_attempt_at, give_up_at, created_at, updated_at) \
-                   SELECT i.id, i.account_id, i.event_id, i.endpoint_id, 'pending', i.at, \
-                     i.give_up_at, i.at, i.at \
+                 new AS MATERIALIZED ( \
+                   SELECT i.*, row_number() OVER ( \
+                     PARTITION BY i.endpoint_id ORDER BY i.at, i.id) AS nth \
                    FROM unnest($8::text[], $9::text[], $10::text[], $11::text[], $12::int8[], \
                      $13::int8[]) AS i(id, account_id, event_id, endpoint_id, at, give_up_at) \
                    WHERE (i.account_id, i.event_id) IN (SELECT account_id, id FROM kept) \
-                     AND i.endpoint_id IN (SELECT id FROM live) \
-                   RETURNING id) \
-                 SELECT ARRAY(SELECT account_id FROM kept), ARRAY(SELECT id FROM kept), \
-                   ARRAY(SELECT id FROM made), ARRAY(SELECT id FROM active), \
-                   ARRAY(SELECT id FROM fresh)";
+                     AND i.endpoint_id IN (SELECT id FROM live)), \
+                 lease AS MATERIALIZED ( \
+                   SELECT l.* FROM ( \
+                     SELECT array_agg(endpoint_id) AS ids, array_agg(made) AS made, \
+                       array_agg(first) AS first \
+                     FROM (SELECT endpoint_id, count(*) AS made, min(at) AS first \
+                       FROM new GROUP BY endpoint_id) g) a, \
+                   LATERAL dakghar_ingest_lease(a.ids, a.made, a.first, $18, $19, $20, $21, \
+                     $22, $23) l \
+                   WHERE $20 > 0), \
+                 takes AS ( \
+                   SELECT t.endpoint_id, t.n FROM lease l, \
+                   unnest(l.take_ids, l.take_counts) AS t(endpoint_id, n)), \
+                 made AS ( \
+                   INSERT INTO deliveries (id, account_id, event_id, endpoint_id, state, \
+                     next_attempt_at, give_up_at, created_at, updated_at, claimed_at, \
+                     lease_until, claim_token) \
+                   SELECT n.id, n.account_id, n.event_id, n.endpoint_id, \
+                     CASE WHEN s.leased THEN 'in_flight' ELSE 'pending' END, n.at, \
+                     n.give_up_at, n.at, CASE WHEN s.leased THEN $18 ELSE n.at END, \
+                     CASE WHEN s.leased THEN $18 END, CASE WHEN s.leased THEN $19 END, \
+                     CASE WHEN s.leased THEN $21 END \
+                   FROM new n \
+                   CROSS JOIN LATERAL (SELECT n.nth <= COALESCE( \
+                     (SELECT t.n FROM takes t WHERE t.endpoint_id = n.endpoint_id), 0) \
+                     AS leased) s \
+                   RETURNING id, state) \
+                 SELECT ARRAY(SELECT account_id FROM kept) AS kept_accounts, \
+                   ARRAY(SELECT id FROM kept) AS kept_ids, \
+                   ARRAY(SELECT id FROM made) AS made_ids, \
+                   ARRAY(SELECT id FROM made WHERE state = 'in_flight') AS leased_ids, \
+                   ARRAY(SELECT id FROM active) AS active_keys, \
+                   ARRAY(SELECT id FROM fresh) AS fresh_accounts, \
+                   l.held_back AS lease_held_back, l.drained AS lease_drained, \
+                   l.endpoints_json AS lease_endpoints, o.* \
+                 FROM (SELECT 1) one \
+                 LEFT JOIN lease l ON true \
+                 LEFT JOIN LATERAL unnest(l.older) o ON true";
     let targets: Vec<&Target> = known.values().flat_map(|f| &f.targets).collect();
     let planned = ingest::fan_out_planned(items, &targets);
     let rows = ingest::new_deliveries(&planned);
@@ -432,14 +490,18 @@ async fn write_events(
         true => known.iter().map(|(a, f)| (a, f.version)).collect(),
         false => Vec::new(),
     };
-    type Written = (
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-        Vec<String>,
-    );
-    let (kept_accounts, kept_ids, made, active, fresh): Written = sqlx::query_as(write)
+    // Due as of the latest of the group's own times: a wall clock
+    // stepped back since would hide them from the lease.
+    let lease = lease.map(|(terms, token)| {
+        let newest = items.iter().map(|n| n.now).max();
+        let now = newest.map_or(terms.now, |n| n.max(terms.now));
+        (LeaseTerms { now, ..terms }, token)
+    });
+    let (terms, token) = match lease {
+        Some((terms, token)) => (Some(terms), Some(token)),
+        None => (None, None),
+    };
+    let answer = sqlx::query(write)
         .bind(column(items, |n| n.event.account_id.clone()))
         .bind(column(items, |n| n.event.id.clone()))
         .bind(column(items, |n| n.event.event_type.clone()))
@@ -457,9 +519,64 @@ async fn write_events(
         .bind(column(items, |n| n.key_id.clone()))
         .bind(column(&versions, |(a, _)| a.to_string()))
         .bind(column(&versions, |(_, v)| *v))
-        .fetch_one(&mut *conn)
+        .bind(terms.map(|t| t.now.millis()))
+        .bind(terms.map(|t| t.lease_until.millis()))
+        .bind(terms.map_or(0, |t| t.limit))
+        .bind(token)
+        .bind(terms.map(|t| t.rules.default_rate))
+        .bind(terms.map(|t| t.rules.host_cap))
+        .fetch_all(&mut *conn)
         .await?;
-    let fresh: HashSet<String> = fresh.into_iter().collect();
+    let first = answer.first().ok_or(sqlx::Error::RowNotFound)?;
+    let kept_accounts: Vec<String> = first.try_get("kept_accounts")?;
+    let kept_ids: Vec<String> = first.try_get("kept_ids")?;
+    let made: Vec<String> = first.try_get("made_ids")?;
+    let active: Vec<String> = first.try_get("active_keys")?;
+    let fresh: HashSet<String> = first
+        .try_get::<Vec<String>, _>("fresh_accounts")?
+        .into_iter()
+        .collect();
+    let mut claim = Claim::default();
+    if let Some((terms, token)) = lease {
+        let leased: HashSet<String> = first
+            .try_get::<Vec<String>, _>("leased_ids")?
+            .into_iter()
+            .collect();
+        claim.held_back = first
+            .try_get::<Option<bool>, _>("lease_held_back")?
+            .unwrap_or(false);
+        claim.drained = first
+            .try_get::<Option<bool>, _>("lease_drained")?
+            .unwrap_or(false);
+        claim.deliveries.extend(
+            rows.iter()
+                .filter(|d| leased.contains(&d.id))
+                .map(|d| ingest::in_flight(d, terms.now, terms.lease_until, token)),
+        );
+        // Older due rows it leased first, one a row of the answer.
+        for row in &answer {
+            if row.try_get::<Option<String>, _>("id")?.is_some() {
+                claim.deliveries.push(Delivery::from_row(row)?);
+            }
+        }
+        let endpoints: Vec<String> = first
+            .try_get::<Option<Vec<String>>, _>("lease_endpoints")?
+            .unwrap_or_default();
+        for json in endpoints {
+            // One that will not decode is read again by the round.
+            match serde_json::from_str::<Endpoint>(&json) {
+                Ok(endpoint) => {
+                    claim
+                        .read_along
+                        .endpoints
+                        .insert(endpoint.id.clone(), endpoint);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the lease's copy of an endpoint did not decode; reading it again");
+                }
+            }
+        }
+    }
     let stale = versions
         .iter()
         .map(|(a, _)| a.to_string())
@@ -473,7 +590,7 @@ async fn write_events(
         &active.into_iter().collect(),
         &made.into_iter().collect(),
     );
-    Ok((answers, stale))
+    Ok((answers, stale, claim))
 }
 
 /// One array parameter for `unnest`: a field of every row.

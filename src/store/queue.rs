@@ -48,18 +48,11 @@ impl Store {
         Ok(self.insert_events_leasing(batch, None).await?.0)
     }
 
-    /// Whether `insert_events_leasing` leases (SQLite). Postgres's claim
-    /// is one statement that reads its inputs along; there the group
-    /// leases nothing and the workers claim as before.
-    pub fn leases_at_ingest(&self) -> bool {
-        matches!(self.pool, Pool::Sqlite(_))
-    }
-
-    /// `insert_events`, and in the same transaction (SQLite) a claim of
-    /// the due deliveries `lease` allows (`LeaseTerms`): the claim's rules
-    /// hold as in `claim`. Each delivery of the batch it leased is in
-    /// flight in the answers, and each answer says whether the lease
-    /// left anything due that could start now.
+    /// `insert_events`, and in the same transaction a claim of the due
+    /// deliveries `lease` allows (`LeaseTerms`): the claim's rules hold
+    /// as in `claim`. Each delivery of the batch it leased is in flight
+    /// in the answers, and each answer says whether the lease left
+    /// anything due that could start now.
     pub async fn insert_events_leasing(
         &self,
         batch: &[NewIngest],
@@ -68,13 +61,13 @@ impl Store {
         if batch.is_empty() {
             return Ok((Vec::new(), Claim::default()));
         }
+        let token = lease.map(|_| self.claim_token()).unwrap_or_default();
         let (mut inserted, mut claim) = match &self.pool {
-            Pool::Postgres(p) => (
-                postgres::insert_events(p, &self.fan_outs, batch).await?,
-                Claim::default(),
-            ),
+            Pool::Postgres(p) => {
+                let lease = lease.map(|terms| (terms, token.as_str()));
+                postgres::insert_events(p, &self.fan_outs, batch, lease).await?
+            }
             Pool::Sqlite(_) => {
-                let token = lease.map(|_| self.claim_token()).unwrap_or_default();
                 sqlite::insert_events(&self.sqlite_writer()?.conn, batch, lease, &token).await?
             }
         };

@@ -33,7 +33,7 @@ on_both_backends!(
     both_secrets_sign_during_rotation,
     an_expired_lease_is_rescued_and_delivered_once,
     a_new_event_wakes_idle_workers_at_once,
-    an_ingest_on_sqlite_leases_its_deliveries_for_this_nodes_workers,
+    an_ingest_leases_its_deliveries_for_this_nodes_workers,
     work_held_back_by_a_full_endpoint_goes_as_its_slots_free,
     a_slot_freed_by_any_round_lets_held_work_through,
     a_hanging_receiver_does_not_hold_up_the_worker,
@@ -522,12 +522,11 @@ async fn a_new_event_wakes_idle_workers_at_once(store: Store) {
     rx.wait_for(2).await;
 }
 
-/// On SQLite the ingest's own transaction leases a new event's
-/// deliveries for this node's workers, instead of a claim of their own
-/// after it: they are in flight when the producer is answered, and each
-/// is delivered once. A node whose workers do not run leases nothing.
-async fn an_ingest_on_sqlite_leases_its_deliveries_for_this_nodes_workers(store: Store) {
-    let leases = store.leases_at_ingest();
+/// The ingest's own transaction leases a new event's deliveries for
+/// this node's workers, instead of a claim of their own after it: they
+/// are in flight when the producer is answered, and each is delivered
+/// once. A node whose workers do not run leases nothing.
+async fn an_ingest_leases_its_deliveries_for_this_nodes_workers(store: Store) {
     let rx = Receiver::start().await;
     rx.delay(Duration::from_millis(300));
     let ingest = |app: &TestApp, account: String, id: &'static str| {
@@ -577,13 +576,11 @@ async fn an_ingest_on_sqlite_leases_its_deliveries_for_this_nodes_workers(store:
     // The loops' first claim takes `a` (a lease takes the oldest due
     // first, and `a`'s would be those).
     wait_delivered(&store, 2).await;
-    let expected = if leases {
-        DeliveryState::InFlight
-    } else {
-        DeliveryState::Pending
-    };
     for id in ["b", "c"] {
-        assert_eq!(ingest(&node, acc.id.clone(), id).await, [expected; 2]);
+        assert_eq!(
+            ingest(&node, acc.id.clone(), id).await,
+            [DeliveryState::InFlight; 2]
+        );
     }
     wait_delivered(&store, 6).await;
     assert_eq!(rx.count(), 6, "each once");

@@ -29,6 +29,7 @@ mod metrics;
 mod openapi;
 mod operations;
 mod partitions;
+mod pg_leases;
 mod platforms;
 mod quotas;
 mod receiver;

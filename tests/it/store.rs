@@ -1062,13 +1062,12 @@ async fn a_claim_says_whether_it_held_work_back_for_want_of_a_slot(store: Store)
     assert_eq!(claim(100, rules).await, (1, false), "the last one");
 }
 
-/// On SQLite an ingest group leases for this node's workers, in its own
+/// An ingest group leases for this node's workers, in its own
 /// transaction, what it made due: within a claim's rules (a full
 /// endpoint's slots, a paused endpoint), its limit, and of each endpoint
 /// at most one more than it made. Its answers say which of its
 /// deliveries are in flight and whether it left anything due that could
-/// start now, and the claim carries their events and endpoints. Postgres leases
-/// nothing there.
+/// start now, and the claim carries their events and endpoints.
 async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
@@ -1110,16 +1109,6 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
             .iter()
             .all(|r| r.as_ref().unwrap().nothing_left_due)
     };
-    if !store.leases_at_ingest() {
-        assert!(claim.deliveries.is_empty() && !claim.held_back && !claim.drained);
-        assert!(in_flight(&inserted).is_empty());
-        assert!(inserted
-            .iter()
-            .all(|r| !r.as_ref().unwrap().nothing_left_due));
-        let claimed = store.claim_due(now, lease_until, 100, rules).await.unwrap();
-        assert_eq!(claimed.len(), 2, "the claim loops take them as before");
-        return;
-    }
     assert_eq!(
         endpoints_of(&claim.deliveries),
         [narrow.id.as_str(); 2],
@@ -1218,7 +1207,7 @@ async fn an_ingest_group_leases_what_it_made_as_a_claim_would(store: Store) {
 /// its write would, the longest-waiting first: with room for one
 /// delivery, one endpoint's older event goes before another's newer one,
 /// though that other was created first and has a retry scheduled later
-/// (SQLite reads the group's endpoints before it writes their rows).
+/// (the lease reads the group's endpoints before it writes their rows).
 async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: Store) {
     let clock = TestClock::starting_now();
     let now = clock.now();
@@ -1239,31 +1228,20 @@ async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: S
         to_ingest(event(&acc.id, "o", "older"), now),
         to_ingest(event(&acc.id, "n", "newer"), then),
     ];
-    let leased = if store.leases_at_ingest() {
-        let terms = dakghar::store::LeaseTerms {
-            now: then,
-            lease_until,
-            limit: 1,
-            rules,
-        };
-        let (inserted, claim) = store
-            .insert_events_leasing(&batch, Some(terms))
-            .await
-            .unwrap();
-        for i in inserted {
-            i.unwrap();
-        }
-        claim.deliveries
-    } else {
-        for i in store.insert_events(&batch).await.unwrap() {
-            i.unwrap();
-        }
-        store
-            .claim(then, lease_until, 1, rules)
-            .await
-            .unwrap()
-            .deliveries
+    let terms = dakghar::store::LeaseTerms {
+        now: then,
+        lease_until,
+        limit: 1,
+        rules,
     };
+    let (inserted, claim) = store
+        .insert_events_leasing(&batch, Some(terms))
+        .await
+        .unwrap();
+    for i in inserted {
+        i.unwrap();
+    }
+    let leased = claim.deliveries;
     assert_eq!(
         endpoints_of(&leased),
         [older.id.as_str()],
@@ -1320,8 +1298,7 @@ async fn a_claim_whose_limit_leaves_endpoints_unasked_spends_their_rates(store: 
 }
 
 /// An ingest group's lease keeps the installation-wide limits as a claim
-/// does (on Postgres, which does not lease at ingest, the claim itself):
-/// a default rate limit and a per-host cap, counted and spent in the
+/// does: a default rate limit and a per-host cap, counted and spent in the
 /// same transaction, so the next claim in the same second sees both.
 async fn an_ingest_groups_lease_keeps_the_rate_and_host_limits(store: Store) {
     let clock = TestClock::starting_now();
@@ -1344,27 +1321,19 @@ async fn an_ingest_groups_lease_keeps_the_rate_and_host_limits(store: Store) {
         .iter()
         .map(|id| to_ingest(event(&acc.id, id, "paid"), now))
         .collect();
-    let claim = if store.leases_at_ingest() {
-        let terms = dakghar::store::LeaseTerms {
-            now,
-            lease_until,
-            limit: 100,
-            rules,
-        };
-        let (inserted, claim) = store
-            .insert_events_leasing(&batch, Some(terms))
-            .await
-            .unwrap();
-        for i in inserted {
-            i.unwrap();
-        }
-        claim
-    } else {
-        for i in store.insert_events(&batch).await.unwrap() {
-            i.unwrap();
-        }
-        store.claim(now, lease_until, 100, rules).await.unwrap()
+    let terms = dakghar::store::LeaseTerms {
+        now,
+        lease_until,
+        limit: 100,
+        rules,
     };
+    let (inserted, claim) = store
+        .insert_events_leasing(&batch, Some(terms))
+        .await
+        .unwrap();
+    for i in inserted {
+        i.unwrap();
+    }
     let count = |id: &str| how_many_to(&claim.deliveries, id);
     // Either shared endpoint may be asked first.
     let shared = [count(&first.id), count(&second.id)];
