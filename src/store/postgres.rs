@@ -16,8 +16,9 @@ use super::{
     completion::{answered, distinct_runs, Completion, Outcome},
     fan_outs::{FanOut, FanOuts},
     ingest::{self, LeaseTerms, NewIngest, Target},
-    parse_options, redact_url, Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result,
-    Store, StoreError,
+    parse_options, redact_url,
+    sql::UNCLAIMED,
+    Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
 
@@ -536,47 +537,20 @@ async fn write_events(
         .try_get::<Vec<String>, _>("fresh_accounts")?
         .into_iter()
         .collect();
-    let mut claim = Claim::default();
-    if let Some((terms, token)) = lease {
-        let leased: HashSet<String> = first
-            .try_get::<Vec<String>, _>("leased_ids")?
-            .into_iter()
-            .collect();
-        claim.held_back = first
-            .try_get::<Option<bool>, _>("lease_held_back")?
-            .unwrap_or(false);
-        claim.drained = first
-            .try_get::<Option<bool>, _>("lease_drained")?
-            .unwrap_or(false);
-        claim.deliveries.extend(
+    // Its new rows it wrote in flight, as the statement wrote them.
+    let new_leased: Vec<Delivery> = match lease {
+        Some((terms, token)) => {
+            let leased: HashSet<String> = first
+                .try_get::<Vec<String>, _>("leased_ids")?
+                .into_iter()
+                .collect();
             rows.iter()
                 .filter(|d| leased.contains(&d.id))
-                .map(|d| ingest::in_flight(d, terms.now, terms.lease_until, token)),
-        );
-        // Older due rows it leased first, one a row of the answer.
-        for row in &answer {
-            if row.try_get::<Option<String>, _>("id")?.is_some() {
-                claim.deliveries.push(Delivery::from_row(row)?);
-            }
+                .map(|d| ingest::in_flight(d, terms.now, terms.lease_until, token))
+                .collect()
         }
-        let endpoints: Vec<String> = first
-            .try_get::<Option<Vec<String>>, _>("lease_endpoints")?
-            .unwrap_or_default();
-        for json in endpoints {
-            // One that will not decode is read again by the round.
-            match serde_json::from_str::<Endpoint>(&json) {
-                Ok(endpoint) => {
-                    claim
-                        .read_along
-                        .endpoints
-                        .insert(endpoint.id.clone(), endpoint);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the lease's copy of an endpoint did not decode; reading it again");
-                }
-            }
-        }
-    }
+        None => Vec::new(),
+    };
     let stale = versions
         .iter()
         .map(|(a, _)| a.to_string())
@@ -590,6 +564,65 @@ async fn write_events(
         &active.into_iter().collect(),
         &made.into_iter().collect(),
     );
+    let Some((terms, token)) = lease else {
+        return Ok((answers, stale, Claim::default()));
+    };
+    // Older due rows it leased first, one a row of the answer. The
+    // statement has committed: a row that will not decode is a fault in
+    // the data, so what it leased is handed back and the events are still
+    // answered, as on SQLite.
+    let older: std::result::Result<Vec<Delivery>, sqlx::Error> = answer
+        .iter()
+        .filter(|row| matches!(row.try_get::<Option<String>, _>("id"), Ok(Some(_))))
+        .map(Delivery::from_row)
+        .collect();
+    let older = match older {
+        Ok(older) => older,
+        Err(e) => {
+            tracing::error!(error = %e, "leased rows that will not decode; handing them back");
+            let hand_back = format!(
+                "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = $1 \
+                 WHERE state = 'in_flight' AND claim_token = $2"
+            );
+            if let Err(e) = sqlx::query(&hand_back)
+                .bind(terms.now.millis())
+                .bind(token)
+                .execute(&mut *conn)
+                .await
+            {
+                tracing::warn!(error = %e, "could not hand back the lease; its rows go when it expires");
+            }
+            return Ok((answers, stale, Claim::default()));
+        }
+    };
+    let mut claim = Claim {
+        held_back: first
+            .try_get::<Option<bool>, _>("lease_held_back")?
+            .unwrap_or(false),
+        drained: first
+            .try_get::<Option<bool>, _>("lease_drained")?
+            .unwrap_or(false),
+        ..Claim::default()
+    };
+    claim.deliveries.extend(new_leased);
+    claim.deliveries.extend(older);
+    let endpoints: Vec<String> = first
+        .try_get::<Option<Vec<String>>, _>("lease_endpoints")?
+        .unwrap_or_default();
+    for json in endpoints {
+        // One that will not decode is read again by the round.
+        match serde_json::from_str::<Endpoint>(&json) {
+            Ok(endpoint) => {
+                claim
+                    .read_along
+                    .endpoints
+                    .insert(endpoint.id.clone(), endpoint);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the lease's copy of an endpoint did not decode; reading it again");
+            }
+        }
+    }
     Ok((answers, stale, claim))
 }
 

@@ -120,3 +120,74 @@ async fn an_ingest_lease_passes_over_an_endpoint_claimed_elsewhere() {
     assert_eq!(after.deliveries[0].endpoint_id, claimed.id);
     db.finish().await;
 }
+
+/// The ingest statement commits before its answer is read: an older
+/// row it leased that will not decode (a column of the wrong type here)
+/// is handed back with everything the lease took, and the events are
+/// still answered and stored, as on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_lease_whose_older_rows_will_not_decode_hands_them_back() {
+    let db = TestDb::postgres().await;
+    let store = db.store.clone();
+    let now = TestClock::starting_now().now();
+    let account = store.create_account("broken", now).await.unwrap();
+    let ep = new_endpoint(&account.id, "https://broken.example/", &[]);
+    store.create_endpoint(ep, now).await.unwrap();
+    let ingest = |id: &str| NewIngest {
+        event: NewEvent {
+            account_id: account.id.clone(),
+            id: id.into(),
+            event_type: "t".into(),
+            payload: b"{}".to_vec(),
+        },
+        only: None,
+        now,
+        give_up_at: now.plus(Duration::from_secs(3600)),
+        traceparent: None,
+        key_id: None,
+    };
+    store.insert_events(&[ingest("old")]).await.unwrap();
+    store
+        .execute_script("ALTER TABLE deliveries ALTER COLUMN attempt_seq TYPE numeric")
+        .await
+        .unwrap();
+    let terms = LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit: 100,
+        rules: ClaimRules {
+            default_rate: 0,
+            host_cap: 0,
+        },
+    };
+    // A node started after the change: the first one's prepared
+    // statements would refuse the new row type outright.
+    let (inserted, claim) = db
+        .another_node()
+        .await
+        .insert_events_leasing(&[ingest("new")], Some(terms))
+        .await
+        .expect("the events are answered");
+    assert!(inserted[0].is_ok(), "the event is answered: {inserted:?}");
+    assert!(claim.deliveries.is_empty(), "nothing to attempt");
+    assert!(!claim.drained, "a claim loop must look");
+    let Raw::Postgres(pool) = db.raw().await else {
+        unreachable!("postgres only");
+    };
+    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT event_id, state, claim_token FROM deliveries ORDER BY event_id DESC",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("old".to_string(), "pending".to_string(), None),
+            ("new".to_string(), "pending".to_string(), None),
+        ],
+        "both handed back, neither left leased"
+    );
+    db.finish().await;
+}
