@@ -17,7 +17,7 @@ use super::{
     fan_outs::{FanOut, FanOuts},
     ingest::{self, LeaseTerms, NewIngest, Target},
     parse_options, redact_url,
-    sql::UNCLAIMED,
+    sql::HAND_BACK_CLAIM,
     Claim, Delivery, Endpoint, Event, InsertedEvent, Pool, Result, Store, StoreError,
 };
 use crate::clock::Timestamp;
@@ -580,11 +580,7 @@ async fn write_events(
         Ok(older) => older,
         Err(e) => {
             tracing::error!(error = %e, "leased rows that will not decode; handing them back");
-            let hand_back = format!(
-                "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = $1 \
-                 WHERE state = 'in_flight' AND claim_token = $2"
-            );
-            if let Err(e) = sqlx::query(&hand_back)
+            if let Err(e) = sqlx::query(&HAND_BACK_CLAIM)
                 .bind(terms.now.millis())
                 .bind(token)
                 .execute(&mut *conn)

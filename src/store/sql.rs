@@ -48,3 +48,12 @@ pub(super) fn endpoint_succeeded_set(at: &str, delivered: &str, first_started: &
 
 /// What every exit of a claim clears: the claim is no one's any more.
 pub(super) const UNCLAIMED: &str = "claimed_at = NULL, lease_until = NULL, claim_token = NULL";
+
+/// Hands back everything claim `$2` holds, pending again at `$1`: a claim
+/// or an ingest's lease whose rows will not decode attempts none of them.
+pub(super) static HAND_BACK_CLAIM: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = $1 \
+         WHERE state = 'in_flight' AND claim_token = $2"
+    )
+});

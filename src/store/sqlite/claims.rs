@@ -21,7 +21,7 @@ use crate::{
     store::{
         claim_rules::ClaimRules,
         ingest::{in_flight, LeaseTerms},
-        sql::UNCLAIMED,
+        sql::HAND_BACK_CLAIM,
         Claim, Delivery, Result, StoreError,
     },
 };
@@ -556,13 +556,6 @@ fn hand_back_undecodable(
     let mut args = Args::default();
     args.int(now.millis());
     args.add(&token)?;
-    execute(
-        tx,
-        &format!(
-            "UPDATE deliveries SET state = 'pending', {UNCLAIMED}, updated_at = ? \
-             WHERE state = 'in_flight' AND claim_token = ?"
-        ),
-        &args,
-    )?;
+    execute(tx, &numbered(&HAND_BACK_CLAIM), &args)?;
     Ok(())
 }
