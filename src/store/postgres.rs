@@ -491,13 +491,6 @@ async fn write_events(
         true => known.iter().map(|(a, f)| (a, f.version)).collect(),
         false => Vec::new(),
     };
-    // Due as of the latest of the group's own times: a wall clock
-    // stepped back since would hide them from the lease.
-    let lease = lease.map(|(terms, token)| {
-        let newest = items.iter().map(|n| n.now).max();
-        let now = newest.map_or(terms.now, |n| n.max(terms.now));
-        (LeaseTerms { now, ..terms }, token)
-    });
     let (terms, token) = match lease {
         Some((terms, token)) => (Some(terms), Some(token)),
         None => (None, None),

@@ -61,6 +61,14 @@ impl Store {
         if batch.is_empty() {
             return Ok((Vec::new(), Claim::default()));
         }
+        // Due as of the latest of the group's own times: a wall clock
+        // stepped back since would hide them from the lease, which would
+        // then say it left nothing due.
+        let newest = batch.iter().map(|n| n.now).max();
+        let lease = lease.map(|terms| LeaseTerms {
+            now: newest.map_or(terms.now, |n| n.max(terms.now)),
+            ..terms
+        });
         let token = lease.map(|_| self.claim_token()).unwrap_or_default();
         let (mut inserted, mut claim) = match &self.pool {
             Pool::Postgres(p) => {

@@ -399,15 +399,10 @@ fn insert_group(
     let targets: Vec<&ingest::Target> = targets.iter().collect();
     let results = ingest::fan_out(batch, &kept, &active, &targets);
     let new = ingest::new_deliveries(&results);
-    let Some(mut terms) = lease.filter(|_| !new.is_empty()) else {
+    let Some(terms) = lease.filter(|_| !new.is_empty()) else {
         write_deliveries(tx, &new, &HashMap::new())?;
         return Ok((results, Claim::default()));
     };
-    // Due as of the latest of the group's own times: a wall clock
-    // stepped back since would hide them from the lease, which would
-    // then say it left nothing due.
-    let newest = batch.iter().map(|n| n.now).max();
-    terms.now = newest.map_or(terms.now, |n| n.max(terms.now));
     let mut claim = lease_group(tx, terms, &new, token)?;
     claim.read_along.endpoints = endpoints_of(tx, &claim.deliveries)?;
     Ok((results, claim))
