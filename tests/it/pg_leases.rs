@@ -5,11 +5,29 @@
 use std::time::Duration;
 
 use dakghar::{
-    clock::{Clock, TestClock},
+    clock::{Clock, TestClock, Timestamp},
     store::{ClaimRules, DeliveryState, LeaseTerms, NewEvent, NewIngest},
 };
 
 use crate::helpers::{new_endpoint, Raw, TestDb};
+
+/// Event `id` of `account`, type `t`, ingested at `now` for every
+/// endpoint, retried for an hour.
+fn ingest(account: &str, id: &str, now: Timestamp) -> NewIngest {
+    NewIngest {
+        event: NewEvent {
+            account_id: account.to_string(),
+            id: id.into(),
+            event_type: "t".into(),
+            payload: b"{}".to_vec(),
+        },
+        only: None,
+        now,
+        give_up_at: now.plus(Duration::from_secs(3600)),
+        traceparent: None,
+        key_id: None,
+    }
+}
 
 /// An ingest group whose endpoint is being claimed elsewhere (its lock
 /// held by another transaction) passes it over: that endpoint's new
@@ -52,21 +70,8 @@ async fn an_ingest_lease_passes_over_an_endpoint_claimed_elsewhere() {
         limit: 100,
         rules,
     };
-    let new = NewIngest {
-        event: NewEvent {
-            account_id: account.id.clone(),
-            id: "evt_1".into(),
-            event_type: "t".into(),
-            payload: b"{}".to_vec(),
-        },
-        only: None,
-        now,
-        give_up_at: now.plus(Duration::from_secs(3600)),
-        traceparent: None,
-        key_id: None,
-    };
     let (inserted, claim) = store
-        .insert_events_leasing(&[new], Some(terms))
+        .insert_events_leasing(&[ingest(&account.id, "evt_1", now)], Some(terms))
         .await
         .unwrap();
     let inserted = inserted.into_iter().next().unwrap().unwrap();
@@ -134,19 +139,7 @@ async fn a_lease_whose_older_rows_will_not_decode_hands_them_back() {
     let account = store.create_account("broken", now).await.unwrap();
     let ep = new_endpoint(&account.id, "https://broken.example/", &[]);
     store.create_endpoint(ep, now).await.unwrap();
-    let ingest = |id: &str| NewIngest {
-        event: NewEvent {
-            account_id: account.id.clone(),
-            id: id.into(),
-            event_type: "t".into(),
-            payload: b"{}".to_vec(),
-        },
-        only: None,
-        now,
-        give_up_at: now.plus(Duration::from_secs(3600)),
-        traceparent: None,
-        key_id: None,
-    };
+    let ingest = |id: &str| ingest(&account.id, id, now);
     store.insert_events(&[ingest("old")]).await.unwrap();
     store
         .execute_script("ALTER TABLE deliveries ALTER COLUMN attempt_seq TYPE numeric")

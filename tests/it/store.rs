@@ -138,6 +138,23 @@ fn to_ingest(event: NewEvent, now: Timestamp) -> NewIngest {
     }
 }
 
+/// Ingests `batch` leasing under `terms`, every event stored; what the
+/// group leased.
+async fn lease_at_ingest(
+    store: &Store,
+    batch: &[NewIngest],
+    terms: dakghar::store::LeaseTerms,
+) -> dakghar::store::Claim {
+    let (inserted, claim) = store
+        .insert_events_leasing(batch, Some(terms))
+        .await
+        .unwrap();
+    for i in inserted {
+        i.unwrap();
+    }
+    claim
+}
+
 /// The endpoint `new_endpoint` describes, created at `now`.
 async fn add_endpoint(
     store: &Store,
@@ -1234,14 +1251,7 @@ async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: S
         limit: 1,
         rules,
     };
-    let (inserted, claim) = store
-        .insert_events_leasing(&batch, Some(terms))
-        .await
-        .unwrap();
-    for i in inserted {
-        i.unwrap();
-    }
-    let leased = claim.deliveries;
+    let leased = lease_at_ingest(&store, &batch, terms).await.deliveries;
     assert_eq!(
         endpoints_of(&leased),
         [older.id.as_str()],
@@ -1327,13 +1337,7 @@ async fn an_ingest_groups_lease_keeps_the_rate_and_host_limits(store: Store) {
         limit: 100,
         rules,
     };
-    let (inserted, claim) = store
-        .insert_events_leasing(&batch, Some(terms))
-        .await
-        .unwrap();
-    for i in inserted {
-        i.unwrap();
-    }
+    let claim = lease_at_ingest(&store, &batch, terms).await;
     let count = |id: &str| how_many_to(&claim.deliveries, id);
     // Either shared endpoint may be asked first.
     let shared = [count(&first.id), count(&second.id)];
