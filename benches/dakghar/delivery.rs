@@ -134,6 +134,21 @@ pub struct Latency {
     /// CPU a delivery from the first send until the last arrival; the
     /// bench process then runs the generator as well as the receiver.
     pub cpu: cpu::PerDelivery,
+    /// Postgres only: the WAL over the same span, a delivery, with ingest
+    /// and delivery live together (the burn-down's queue was seeded
+    /// before its workers started, so it never sees ingest's share).
+    pub wal: Option<wal::PerDelivery>,
+}
+
+/// What an open-loop run sends to and where it reads its figures.
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    rx: &'a Receiver,
+    node: &'a Server,
+    key: &'a str,
+    endpoints: usize,
+    /// For the WAL figure; `None` on SQLite.
+    postgres_url: Option<&'a str>,
 }
 
 /// The server's own account of a phase (its /metrics, read before and
@@ -271,13 +286,20 @@ pub async fn run(
         peak_mib: burn_peak_mib,
     } = burn;
 
+    let target = Load {
+        rx,
+        node: &node,
+        key: &key,
+        endpoints,
+        postgres_url: db.postgres_url(),
+    };
     let mut latency = Vec::new();
     for load in [0.1, 0.7] {
         let per_sec = burn_per_sec * load;
         let tag = format!("lat{}", (load * 100.0) as u32);
-        latency.push(open_loop(rx, &node, &key, endpoints, per_sec, load, &tag).await);
+        latency.push(open_loop(&target, per_sec, load, &tag).await);
     }
-    let knee = knee(rx, &node, &key, endpoints, burn_per_sec, &latency).await;
+    let knee = knee(&target, burn_per_sec, &latency).await;
     node.stop().await;
     db.finish().await;
     Figures {
@@ -300,14 +322,7 @@ pub async fn run(
 
 /// See `Knee`. The loads already run (`known`) bound the search; four
 /// more probes narrow it to about 1/16 of the interval.
-async fn knee(
-    rx: &Receiver,
-    node: &Server,
-    key: &str,
-    endpoints: usize,
-    burn_per_sec: f64,
-    known: &[Latency],
-) -> Knee {
+async fn knee(target: &Load<'_>, burn_per_sec: f64, known: &[Latency]) -> Knee {
     let mut probes: Vec<Probe> = known.iter().map(Probe::of).collect();
     let mut held = probes
         .iter()
@@ -323,7 +338,7 @@ async fn knee(
     for step in 0..4 {
         let load = (lo + hi) / 2.0;
         let tag = format!("knee{step}");
-        let l = open_loop(rx, node, key, endpoints, burn_per_sec * load, load, &tag).await;
+        let l = open_loop(target, burn_per_sec * load, load, &tag).await;
         let ok = l.holds();
         eprintln!(
             "  knee probe at {:.0} %: p99 {:.1} ms, {}, machine {:.0} % busy",
@@ -437,15 +452,14 @@ fn pace(start: Instant, gap: Duration, n: usize) -> tokio::sync::mpsc::Unbounded
 /// Sends events on a fixed schedule whatever the server does, and times
 /// each delivery from its event's scheduled send, so a late generator or
 /// a slow ingest shows up in the figure instead of hiding it.
-async fn open_loop(
-    rx: &Receiver,
-    node: &Server,
-    key: &str,
-    endpoints: usize,
-    deliveries_per_sec: f64,
-    load: f64,
-    tag: &str,
-) -> Latency {
+async fn open_loop(target: &Load<'_>, deliveries_per_sec: f64, load: f64, tag: &str) -> Latency {
+    let Load {
+        rx,
+        node,
+        key,
+        endpoints,
+        postgres_url,
+    } = *target;
     let events_per_sec = (deliveries_per_sec / endpoints as f64).max(1.0);
     let n = ((events_per_sec * 10.0) as usize).clamp(200, 20_000);
     let gap = Duration::from_secs_f64(1.0 / events_per_sec);
@@ -459,6 +473,7 @@ async fn open_loop(
     let start = Instant::now() + Duration::from_millis(100);
     let mut ticks = pace(start, gap, n);
     let mut sends = Vec::with_capacity(n);
+    let wal_before = wal::mark(postgres_url).await;
     let cpu_before = cpu::sample(node.pid());
     let machine_before = cpu::Machine::now();
     while let Some(i) = ticks.recv().await {
@@ -501,6 +516,7 @@ async fn open_loop(
         }
     };
     let cpu_after = cpu::sample(node.pid());
+    let wal_after = wal::mark(postgres_url).await;
     let mut samples = Vec::with_capacity(want);
     for (id, times) in &arrivals {
         let Some(i) = id
@@ -514,6 +530,7 @@ async fn open_loop(
     }
     let missing = want.saturating_sub(samples.len());
     let cpu = cpu::per_delivery(cpu_before, cpu_after, samples.len());
+    let wal = wal::per_delivery(wal_before, wal_after, samples.len());
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
     let lag = spread(lags);
     let seen = view(&before, &histograms(base).await);
@@ -535,5 +552,6 @@ async fn open_loop(
         view: seen,
         busy,
         cpu,
+        wal,
     }
 }

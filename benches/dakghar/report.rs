@@ -260,6 +260,14 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
             c.postgres_us,
             c.receiver_us
         );
+        if let Some(w) = &l.wal {
+            let _ = writeln!(
+                o,
+                "| WAL per delivery at {:.0} % load (ingest and delivery together, first send to last arrival; pg_stat_wal, the whole server) | {} | | | |",
+                l.load * 100.0,
+                wal::describe(Some(w))
+            );
+        }
         let _ = writeln!(
             o,
             "| Server's view at {:.0} % load (its /metrics) | {} | | | |",
