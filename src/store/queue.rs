@@ -63,11 +63,15 @@ impl Store {
         }
         // Due as of the latest of the group's own times: a wall clock
         // stepped back since would hide them from the lease, which would
-        // then say it left nothing due.
+        // then say it left nothing due. The lease keeps its length.
         let newest = batch.iter().map(|n| n.now).max();
-        let lease = lease.map(|terms| LeaseTerms {
-            now: newest.map_or(terms.now, |n| n.max(terms.now)),
-            ..terms
+        let lease = lease.map(|terms| {
+            let now = newest.map_or(terms.now, |n| n.max(terms.now));
+            LeaseTerms {
+                now,
+                lease_until: Timestamp(terms.lease_until.0 + (now.0 - terms.now.0)),
+                ..terms
+            }
         });
         let token = lease.map(|_| self.claim_token()).unwrap_or_default();
         let (mut inserted, mut claim) = match &self.pool {

@@ -99,6 +99,7 @@ on_both_backends!(
     an_ingest_group_leases_what_it_made_as_a_claim_would,
     an_ingest_groups_lease_keeps_the_rate_and_host_limits,
     an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first,
+    an_ingest_groups_lease_starts_at_its_newest_event_and_keeps_its_length,
     a_claim_whose_limit_leaves_endpoints_unasked_spends_their_rates,
     a_claim_fills_its_limit_past_endpoints_with_less_due,
     a_claimed_batch_comes_with_its_events_and_endpoints,
@@ -1263,6 +1264,40 @@ async fn an_ingest_groups_lease_asks_the_longest_waiting_endpoint_first(store: S
         [newer.id.as_str()],
         "the newer event waits; the retry is not due"
     );
+}
+
+/// A group whose events were stamped after the lease's terms (a wall
+/// clock stepped back between the two) leases them all the same, due as
+/// of its newest event, and the lease runs its full length from then.
+async fn an_ingest_groups_lease_starts_at_its_newest_event_and_keeps_its_length(store: Store) {
+    let clock = TestClock::starting_now();
+    let now = clock.now();
+    let later = now.plus(Duration::from_secs(5));
+    let acc = acme_with_an_endpoint(&store, now, &[]).await;
+    let batch = [
+        to_ingest(event(&acc.id, "early", "paid"), now),
+        to_ingest(event(&acc.id, "late", "paid"), later),
+    ];
+    let terms = dakghar::store::LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit: 100,
+        rules: dakghar::store::ClaimRules::default(),
+    };
+    let leased = lease_at_ingest(&store, &batch, terms).await.deliveries;
+    let until = later.plus(Duration::from_secs(300)).millis();
+    assert_eq!(
+        leased
+            .iter()
+            .map(|d| (d.event_id.as_str(), d.lease_until))
+            .collect::<Vec<_>>(),
+        [("early", Some(until)), ("late", Some(until))],
+        "both leased, until 300 s after the newest event"
+    );
+    for d in &leased {
+        let stored = store.delivery(&d.id).await.unwrap();
+        assert_eq!(stored.lease_until, Some(until), "as stored");
+    }
 }
 
 /// A claim whose limit is spoken for before every endpoint is asked
