@@ -44,7 +44,7 @@ pub(super) struct Healthy<'a> {
 }
 
 /// Each endpoint that delivered in `written`, in id order (SQLite's one
-/// writer cannot deadlock; Postgres groups them in SQL, migration 0028).
+/// writer cannot deadlock; Postgres groups them in SQL, migration 0038).
 pub(super) fn healthy_endpoints<'a>(written: &[&'a Completion]) -> Vec<Healthy<'a>> {
     let mut healthy: Vec<Healthy> = Vec::new();
     for c in written

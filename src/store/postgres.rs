@@ -195,9 +195,10 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &
 
 /// `Store::complete_attempts` in one statement whatever the batch size:
 /// the rows travel as arrays to `dakghar_record_attempts` (migration
-/// 0028; 0026 before it), which moves the deliveries still claimed under
-/// their tokens, writes their attempts and the endpoints' successes, and
-/// answers with the ids it moved. A transaction of a statement each held
+/// 0038; 0028 and 0026 before it), which moves the deliveries still
+/// claimed under their tokens, writes their attempts and the endpoints'
+/// successes (one UPDATE for them all), and answers with the ids it
+/// moved. A transaction of a statement each held
 /// its row locks while it waited for us between them; before that, a
 /// statement per row paid a round trip each. A batch that names a
 /// delivery twice is written in parts that each name it once

@@ -17,7 +17,7 @@ pub(super) fn placeholders(from: usize, n: usize) -> String {
 /// it allows, back to `max_in_flight`. Successes of attempts that were
 /// already in flight at the last cut (started no later than it) say
 /// nothing about the lower cap. Postgres's batch of results runs a copy
-/// inside `dakghar_record_attempts` (migration 0028): change both
+/// inside `dakghar_record_attempts` (migration 0038): change both
 /// together; the adaptive-cap tests run on both backends.
 pub(super) static ENDPOINT_SUCCEEDED: LazyLock<String> = LazyLock::new(|| {
     format!(
