@@ -184,3 +184,175 @@ async fn a_lease_whose_older_rows_will_not_decode_hands_them_back() {
     );
     db.finish().await;
 }
+
+/// Ingest groups on two nodes at once, each leasing for the same
+/// endpoint: its in-flight cap holds across all of them (each lease
+/// counts the endpoint's slots under its lock, held to the commit), no
+/// delivery is leased twice, and what they left pending a claim then
+/// takes up to the cap exactly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn ingest_leases_on_two_nodes_keep_one_endpoints_cap() {
+    const CAP: usize = 3;
+    const GROUPS: usize = 24;
+    let db = TestDb::postgres().await;
+    let now = TestClock::starting_now().now();
+    let lease_until = now.plus(Duration::from_secs(300));
+    let account = db.store.create_account("raced", now).await.unwrap();
+    let mut ep = new_endpoint(&account.id, "https://raced.example/", &[]);
+    ep.max_in_flight = CAP as i64;
+    db.store.create_endpoint(ep, now).await.unwrap();
+    let nodes = [db.store.clone(), db.another_node().await];
+    let rules = ClaimRules {
+        default_rate: 0,
+        host_cap: 0,
+    };
+    let terms = LeaseTerms {
+        now,
+        lease_until,
+        limit: 100,
+        rules,
+    };
+    let groups = (0..GROUPS).map(|i| {
+        let (node, account) = (nodes[i % 2].clone(), account.id.clone());
+        tokio::spawn(async move {
+            let (inserted, claim) = node
+                .insert_events_leasing(&[ingest(&account, &format!("evt_{i}"), now)], Some(terms))
+                .await
+                .unwrap();
+            assert!(inserted[0].is_ok(), "{inserted:?}");
+            claim.deliveries
+        })
+    });
+    let mut leased = Vec::new();
+    for group in groups.collect::<Vec<_>>() {
+        leased.extend(group.await.unwrap());
+    }
+    let mut ids: Vec<&str> = leased.iter().map(|d| d.id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), leased.len(), "no delivery leased twice");
+    assert!(
+        (1..=CAP).contains(&leased.len()),
+        "at least the first group leased, and never past the cap: {}",
+        leased.len()
+    );
+    let count = |state| {
+        let store = db.store.clone();
+        async move { store.count_deliveries(state).await.unwrap() as usize }
+    };
+    assert_eq!(
+        (
+            count(DeliveryState::InFlight).await,
+            count(DeliveryState::Pending).await
+        ),
+        (leased.len(), GROUPS - leased.len()),
+        "as stored: what was leased in flight, the rest pending"
+    );
+    let rest = db.store.claim(now, lease_until, 100, rules).await.unwrap();
+    assert_eq!(
+        (rest.deliveries.len(), rest.held_back),
+        (CAP - leased.len(), true),
+        "a claim fills the cap and holds the rest back"
+    );
+    db.finish().await;
+}
+
+/// A group whose account's endpoints changed on another node since this
+/// node read them is written in a second pass, from a fresh read: its
+/// events reach the new endpoint too, and the lease's limit is spent
+/// across both passes (an account still as read goes in the first), the
+/// longest-waiting work first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn a_group_written_again_for_a_changed_account_leases_within_its_limit() {
+    let db = TestDb::postgres().await;
+    let now = TestClock::starting_now().now();
+    let later = now.plus(Duration::from_millis(5));
+    let store = &db.store;
+    let steady = store.create_account("steady", now).await.unwrap();
+    let changing = store.create_account("changing", now).await.unwrap();
+    let endpoint = |account: &str, url: &str| {
+        let ep = new_endpoint(account, url, &[]);
+        async move { store.create_endpoint(ep, now).await.unwrap() }
+    };
+    let steady_ep = endpoint(&steady.id, "https://steady.example/").await;
+    let first = endpoint(&changing.id, "https://first.example/").await;
+    // This node reads and keeps both accounts' fan-outs; s0 comes due
+    // only in an hour.
+    store
+        .insert_events(&[
+            ingest(&changing.id, "waiting", now),
+            ingest(&steady.id, "s0", now.plus(Duration::from_secs(3600))),
+        ])
+        .await
+        .unwrap();
+    let second = db
+        .another_node()
+        .await
+        .create_endpoint(
+            new_endpoint(&changing.id, "https://second.example/", &[]),
+            now,
+        )
+        .await
+        .unwrap();
+    let terms = LeaseTerms {
+        now: later,
+        lease_until: later.plus(Duration::from_secs(300)),
+        limit: 3,
+        rules: ClaimRules {
+            default_rate: 0,
+            host_cap: 0,
+        },
+    };
+    let batch = [
+        ingest(&steady.id, "s1", later),
+        ingest(&changing.id, "a", later),
+        ingest(&changing.id, "b", later),
+    ];
+    let (inserted, claim) = store
+        .insert_events_leasing(&batch, Some(terms))
+        .await
+        .unwrap();
+    let mut both = vec![first.id.as_str(), second.id.as_str()];
+    both.sort();
+    for answer in &inserted[1..] {
+        let answer = answer.as_ref().unwrap();
+        let mut to: Vec<&str> = answer
+            .deliveries
+            .iter()
+            .map(|d| d.endpoint_id.as_str())
+            .collect();
+        to.sort();
+        assert_eq!(to, both, "{} reaches the new endpoint too", answer.event.id);
+    }
+    let mut leased: Vec<(&str, &str)> = claim
+        .deliveries
+        .iter()
+        .map(|d| (d.event_id.as_str(), d.endpoint_id.as_str()))
+        .collect();
+    leased.sort();
+    // a and b were made in the same millisecond: either goes first.
+    let new_one = leased.first().map_or("", |(event, _)| *event);
+    assert!(["a", "b"].contains(&new_one), "{leased:?}");
+    assert_eq!(
+        leased,
+        [
+            (new_one, first.id.as_str()),
+            ("s1", steady_ep.id.as_str()),
+            ("waiting", first.id.as_str()),
+        ],
+        "three in all: the steady account's in the first pass, then the \
+         changed one's older waiting delivery and one new one"
+    );
+    let count = |state| async move { store.count_deliveries(state).await.unwrap() };
+    assert_eq!(
+        (
+            count(DeliveryState::InFlight).await,
+            count(DeliveryState::Pending).await
+        ),
+        (3, 4),
+        "the three leased in flight; s0, b's two and a's second pending"
+    );
+    db.finish().await;
+}
