@@ -29,6 +29,17 @@ fn ingest(account: &str, id: &str, now: Timestamp) -> NewIngest {
     }
 }
 
+/// A lease from `now`, for the usual 300 s, of up to `limit` deliveries,
+/// under no installation-wide rate limit or host cap.
+fn lease_terms(now: Timestamp, limit: i64) -> LeaseTerms {
+    LeaseTerms {
+        now,
+        lease_until: now.plus(Duration::from_secs(300)),
+        limit,
+        rules: ClaimRules::default(),
+    }
+}
+
 /// An ingest group whose endpoint is being claimed elsewhere (its lock
 /// held by another transaction) passes it over: that endpoint's new
 /// delivery waits pending, the group says it held work back and left
@@ -44,7 +55,6 @@ async fn an_ingest_lease_passes_over_an_endpoint_claimed_elsewhere() {
         unreachable!("postgres only");
     };
     let now = TestClock::starting_now().now();
-    let lease_until = now.plus(Duration::from_secs(300));
     let account = store.create_account("busy", now).await.unwrap();
     let mut endpoints = Vec::new();
     for url in ["https://claimed.example/", "https://free.example/"] {
@@ -60,16 +70,8 @@ async fn an_ingest_lease_passes_over_an_endpoint_claimed_elsewhere() {
         .await
         .unwrap();
 
-    let rules = ClaimRules {
-        default_rate: 0,
-        host_cap: 0,
-    };
-    let terms = LeaseTerms {
-        now,
-        lease_until,
-        limit: 100,
-        rules,
-    };
+    let terms = lease_terms(now, 100);
+    let lease_until = terms.lease_until;
     let (inserted, claim) = store
         .insert_events_leasing(&[ingest(&account.id, "evt_1", now)], Some(terms))
         .await
@@ -120,7 +122,10 @@ async fn an_ingest_lease_passes_over_an_endpoint_claimed_elsewhere() {
     );
 
     elsewhere.commit().await.unwrap();
-    let after = store.claim(now, lease_until, 100, rules).await.unwrap();
+    let after = store
+        .claim(now, lease_until, 100, terms.rules)
+        .await
+        .unwrap();
     assert_eq!(after.deliveries.len(), 1, "a claim takes the one left");
     assert_eq!(after.deliveries[0].endpoint_id, claimed.id);
     db.finish().await;
@@ -145,15 +150,7 @@ async fn a_lease_whose_older_rows_will_not_decode_hands_them_back() {
         .execute_script("ALTER TABLE deliveries ALTER COLUMN attempt_seq TYPE numeric")
         .await
         .unwrap();
-    let terms = LeaseTerms {
-        now,
-        lease_until: now.plus(Duration::from_secs(300)),
-        limit: 100,
-        rules: ClaimRules {
-            default_rate: 0,
-            host_cap: 0,
-        },
-    };
+    let terms = lease_terms(now, 100);
     // A node started after the change: the first one's prepared
     // statements would refuse the new row type outright.
     let (inserted, claim) = db
@@ -197,22 +194,13 @@ async fn ingest_leases_on_two_nodes_keep_one_endpoints_cap() {
     const GROUPS: usize = 24;
     let db = TestDb::postgres().await;
     let now = TestClock::starting_now().now();
-    let lease_until = now.plus(Duration::from_secs(300));
     let account = db.store.create_account("raced", now).await.unwrap();
     let mut ep = new_endpoint(&account.id, "https://raced.example/", &[]);
     ep.max_in_flight = CAP as i64;
     db.store.create_endpoint(ep, now).await.unwrap();
     let nodes = [db.store.clone(), db.another_node().await];
-    let rules = ClaimRules {
-        default_rate: 0,
-        host_cap: 0,
-    };
-    let terms = LeaseTerms {
-        now,
-        lease_until,
-        limit: 100,
-        rules,
-    };
+    let terms = lease_terms(now, 100);
+    let lease_until = terms.lease_until;
     let groups = (0..GROUPS).map(|i| {
         let (node, account) = (nodes[i % 2].clone(), account.id.clone());
         tokio::spawn(async move {
@@ -249,7 +237,11 @@ async fn ingest_leases_on_two_nodes_keep_one_endpoints_cap() {
         (leased.len(), GROUPS - leased.len()),
         "as stored: what was leased in flight, the rest pending"
     );
-    let rest = db.store.claim(now, lease_until, 100, rules).await.unwrap();
+    let rest = db
+        .store
+        .claim(now, lease_until, 100, terms.rules)
+        .await
+        .unwrap();
     assert_eq!(
         (rest.deliveries.len(), rest.held_back),
         (CAP - leased.len(), true),
@@ -296,15 +288,7 @@ async fn a_group_written_again_for_a_changed_account_leases_within_its_limit() {
         )
         .await
         .unwrap();
-    let terms = LeaseTerms {
-        now: later,
-        lease_until: later.plus(Duration::from_secs(300)),
-        limit: 3,
-        rules: ClaimRules {
-            default_rate: 0,
-            host_cap: 0,
-        },
-    };
+    let terms = lease_terms(later, 3);
     let batch = [
         ingest(&steady.id, "s1", later),
         ingest(&changing.id, "a", later),
