@@ -15,10 +15,11 @@ use dakghar::store::DeliveryState;
 use crate::{
     cpu,
     db::{Backend, BenchDb},
+    maintenance,
     receiver::Receiver,
     seed,
     server::Server,
-    stats::{ms, spread, Spread},
+    stats::{bursts, ms, spread, Spread},
     wal,
 };
 
@@ -108,6 +109,10 @@ async fn server_us_per_request(node: &Server, client: &reqwest::Client, url: &st
 
 pub const KNEE_P99: Duration = Duration::from_millis(50);
 
+/// Slow deliveries whose events were sent this close (seconds) belong to
+/// one burst: one stall of the node or its database.
+pub const SLOW_BURST_APART: f64 = 0.2;
+
 impl Latency {
     fn holds(&self) -> bool {
         self.missing == 0 && self.refused == 0 && self.spread.p99 <= KNEE_P99
@@ -138,6 +143,13 @@ pub struct Latency {
     /// and delivery live together (the burn-down's queue was seeded
     /// before its workers started, so it never sees ingest's share).
     pub wal: Option<wal::PerDelivery>,
+    /// When the deliveries slower than the p99 were sent: the bursts
+    /// (`stats::bursts`) of their events' scheduled sends, seconds from
+    /// the first.
+    pub slow: Vec<(f64, f64, usize)>,
+    /// Postgres only: the vacuums and analyzes that ran meanwhile
+    /// (`maintenance::between`).
+    pub maintenance: Option<String>,
 }
 
 /// What an open-loop run sends to and where it reads its figures.
@@ -474,6 +486,7 @@ async fn open_loop(target: &Load<'_>, deliveries_per_sec: f64, load: f64, tag: &
     let mut ticks = pace(start, gap, n);
     let mut sends = Vec::with_capacity(n);
     let wal_before = wal::mark(postgres_url).await;
+    let maintenance_before = maintenance::mark(postgres_url).await;
     let cpu_before = cpu::sample(node.pid());
     let machine_before = cpu::Machine::now();
     while let Some(i) = ticks.recv().await {
@@ -517,7 +530,12 @@ async fn open_loop(target: &Load<'_>, deliveries_per_sec: f64, load: f64, tag: &
     };
     let cpu_after = cpu::sample(node.pid());
     let wal_after = wal::mark(postgres_url).await;
+    let maintenance = maintenance::between(
+        maintenance_before.as_ref(),
+        maintenance::mark(postgres_url).await.as_ref(),
+    );
     let mut samples = Vec::with_capacity(want);
+    let mut sent_at = Vec::with_capacity(want);
     for (id, times) in &arrivals {
         let Some(i) = id
             .strip_prefix(&format!("{tag}_"))
@@ -527,7 +545,18 @@ async fn open_loop(target: &Load<'_>, deliveries_per_sec: f64, load: f64, tag: &
         };
         let scheduled = start + gap * i;
         samples.extend(times.iter().map(|t| t.saturating_duration_since(scheduled)));
+        sent_at.extend(times.iter().map(|_| (gap * i).as_secs_f64()));
     }
+    let over = spread(samples.clone()).p99;
+    let slow = bursts(
+        samples
+            .iter()
+            .zip(&sent_at)
+            .filter(|(s, _)| **s > over)
+            .map(|(_, &t)| t)
+            .collect(),
+        SLOW_BURST_APART,
+    );
     let missing = want.saturating_sub(samples.len());
     let cpu = cpu::per_delivery(cpu_before, cpu_after, samples.len());
     let wal = wal::per_delivery(wal_before, wal_after, samples.len());
@@ -553,5 +582,7 @@ async fn open_loop(target: &Load<'_>, deliveries_per_sec: f64, load: f64, tag: &
         busy,
         cpu,
         wal,
+        slow,
+        maintenance,
     }
 }

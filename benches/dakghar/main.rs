@@ -17,6 +17,7 @@ mod dashboard;
 mod db;
 mod delivery;
 mod ingest;
+mod maintenance;
 mod peer;
 mod receiver;
 mod report;

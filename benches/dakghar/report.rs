@@ -37,6 +37,32 @@ fn yes(met: bool) -> &'static str {
     }
 }
 
+/// "37 deliveries in 3 bursts: 0.10–0.18 s (20) · 4.52 s (10) · …".
+fn slow_bursts(bursts: &[(f64, f64, usize)]) -> String {
+    const SHOWN: usize = 8;
+    let total: usize = bursts.iter().map(|b| b.2).sum();
+    let mut each: Vec<String> = bursts
+        .iter()
+        .take(SHOWN)
+        .map(|&(first, last, n)| {
+            if last > first {
+                format!("{first:.2}–{last:.2} s ({n})")
+            } else {
+                format!("{first:.2} s ({n})")
+            }
+        })
+        .collect();
+    if bursts.len() > SHOWN {
+        each.push(format!("{} more", bursts.len() - SHOWN));
+    }
+    format!(
+        "{total} deliveries in {} burst{}: {}",
+        bursts.len(),
+        if bursts.len() == 1 { "" } else { "s" },
+        each.join(" · ")
+    )
+}
+
 fn spread_ms(s: &Spread) -> String {
     format!(
         "p50 {:.2} · p95 {:.2} · p99 {:.2} · max {:.2} ms",
@@ -266,6 +292,20 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
                 "| WAL per delivery at {:.0} % load (ingest and delivery together, first send to last arrival; pg_stat_wal, the whole server) | {} | | | |",
                 l.load * 100.0,
                 wal::describe(Some(w))
+            );
+        }
+        let _ = writeln!(
+            o,
+            "| When the slowest 1 % were sent at {:.0} % load (deliveries over the p99, by their event's scheduled send, in bursts ≤ {} ms apart) | {} | | | |",
+            l.load * 100.0,
+            (delivery::SLOW_BURST_APART * 1000.0) as u32,
+            slow_bursts(&l.slow)
+        );
+        if let Some(m) = &l.maintenance {
+            let _ = writeln!(
+                o,
+                "| Postgres's vacuums and analyzes at {:.0} % load (pg_stat_user_tables; times from the first send, ± 0.1 s) | {m} | | | |",
+                l.load * 100.0
             );
         }
         let _ = writeln!(

@@ -30,3 +30,19 @@ pub fn spread(mut samples: Vec<Duration>) -> Spread {
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
+
+/// Groups the times (seconds into a run) of its slowest samples into
+/// bursts, each time at most `apart` after the one before: one stall
+/// reads as one burst, a cost spread over the run as many.
+/// (first time, last time, samples) for each burst, in time order.
+pub fn bursts(mut times: Vec<f64>, apart: f64) -> Vec<(f64, f64, usize)> {
+    times.sort_unstable_by(f64::total_cmp);
+    let mut out: Vec<(f64, f64, usize)> = Vec::new();
+    for t in times {
+        match out.last_mut() {
+            Some((_, last, n)) if t - *last <= apart => (*last, *n) = (t, *n + 1),
+            _ => out.push((t, t, 1)),
+        }
+    }
+    out
+}
