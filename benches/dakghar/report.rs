@@ -207,6 +207,16 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
         Backend::Sqlite => 1.0,
         Backend::Postgres(_) => 3.0,
     };
+    let w = &d.warm_up;
+    let _ = writeln!(
+        o,
+        "| Warm-up at 10 % load, just after the burn-down ({:.0} deliveries/s for {:.0} s, open loop; in no figure below) | {} · ingest call p99 {:.2} ms · slowest 1 %: {} | | | |",
+        w.per_sec,
+        delivery::WARM_UP_SECS,
+        spread_ms(&w.spread),
+        ms(w.ingest.p99),
+        slow_bursts(&w.slow)
+    );
     for l in &d.latency {
         let over = ms(l.spread.p50) - ms(r.http.latency.p50);
         let goal = l.load < 0.5;
