@@ -45,10 +45,11 @@ fn slow_bursts(bursts: &[(f64, f64, usize)]) -> String {
         .iter()
         .take(SHOWN)
         .map(|&(first, last, n)| {
-            if last > first {
-                format!("{first:.2}–{last:.2} s ({n})")
+            let (first, last) = (format!("{first:.2}"), format!("{last:.2}"));
+            if last != first {
+                format!("{first}–{last} s ({n})")
             } else {
-                format!("{first:.2} s ({n})")
+                format!("{first} s ({n})")
             }
         })
         .collect();
