@@ -40,9 +40,9 @@ pub struct Figures {
     /// The server's own account of the burn-down.
     pub burn_view: View,
     /// Right after the burn-down, before `latency`: the node's first
-    /// ingests (new connections, statements prepared, caches filled)
-    /// and the burn-down's dead index entries, which the first walks
-    /// step over until a vacuum.
+    /// ingests (statements prepared, the fan-out cache filled) and the
+    /// burn-down's dead index entries, which the first walks step over
+    /// until a vacuum.
     pub warm_up: Latency,
     pub latency: Vec<Latency>,
     pub knee: Knee,
