@@ -114,17 +114,17 @@ async fn server_us_per_request(node: &Server, client: &reqwest::Client, url: &st
 
 pub const KNEE_P99: Duration = Duration::from_millis(50);
 
-/// Slow deliveries whose events were sent this close (seconds) belong to
-/// one burst: one stall of the node or its database.
 /// How long each open-loop phase sends.
 const PHASE_SECS: f64 = 10.0;
 
 /// The unmeasured start after the burn-down: in the thirty-first pass's
-/// five Postgres runs its first 0.15 s held 20–100 % of the 10 % phase's
+/// five Postgres runs its first 0.15 s held 22–100 % of the 10 % phase's
 /// slowest 1 % (`…-postgres-engine-c64afe2-d*.md`), a node's first
 /// ingests rather than its light load. Reported apart.
 pub const WARM_UP_SECS: f64 = 2.0;
 
+/// Slow deliveries whose events were sent this close (seconds) belong to
+/// one burst: one stall of the node or its database.
 pub const SLOW_BURST_APART: f64 = 0.2;
 
 impl Latency {
