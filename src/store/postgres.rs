@@ -133,18 +133,11 @@ pub(super) async fn claim_due(
         }
         let delivery = Delivery::from_row(row)?;
         if let Some(json) = row.try_get::<Option<String>, _>("endpoint_json")? {
-            // One that will not decode here is read again as a row, which
-            // says whether it is broken or this decoding is.
-            match serde_json::from_str::<Endpoint>(&json) {
-                Ok(endpoint) => {
-                    claim
-                        .read_along
-                        .endpoints
-                        .insert(delivery.endpoint_id.clone(), endpoint);
-                }
-                Err(e) => {
-                    tracing::warn!(endpoint = %delivery.endpoint_id, error = %e, "the claim's copy of an endpoint did not decode; reading it again");
-                }
+            if let Some(endpoint) = endpoint_along(&json, "claim", Some(&delivery.endpoint_id)) {
+                claim
+                    .read_along
+                    .endpoints
+                    .insert(delivery.endpoint_id.clone(), endpoint);
             }
         }
         if let Some(event) = event_along(row, &delivery) {
@@ -153,6 +146,21 @@ pub(super) async fn claim_due(
         claim.deliveries.push(delivery);
     }
     Ok(claim)
+}
+
+/// An endpoint as a claim or an ingest lease read it along (its row as
+/// JSON); `None` if it will not decode: the round reads it again as a
+/// row, which says whether the row is broken or this decoding is. `id`
+/// names it in the warning where the reader knows it.
+fn endpoint_along(json: &str, reader: &str, id: Option<&str>) -> Option<Endpoint> {
+    match serde_json::from_str::<Endpoint>(json) {
+        Ok(endpoint) => Some(endpoint),
+        Err(e) => {
+            let endpoint = id.unwrap_or("unknown");
+            tracing::warn!(%endpoint, error = %e, "the {reader}'s copy of an endpoint did not decode; reading it again");
+            None
+        }
+    }
 }
 
 /// A claimed delivery's event as its claim read it along; `None` if it
@@ -600,17 +608,11 @@ async fn write_events(
         .try_get::<Option<Vec<String>>, _>("lease_endpoints")?
         .unwrap_or_default();
     for json in endpoints {
-        // One that will not decode is read again by the round.
-        match serde_json::from_str::<Endpoint>(&json) {
-            Ok(endpoint) => {
-                claim
-                    .read_along
-                    .endpoints
-                    .insert(endpoint.id.clone(), endpoint);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the lease's copy of an endpoint did not decode; reading it again");
-            }
+        if let Some(endpoint) = endpoint_along(&json, "ingest lease", None) {
+            claim
+                .read_along
+                .endpoints
+                .insert(endpoint.id.clone(), endpoint);
         }
     }
     Ok((answers, stale, claim))
