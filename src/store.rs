@@ -29,6 +29,9 @@ pub struct Store {
     pool: Pool,
     /// SQLite only: the one connection the delivery path writes through.
     writer: Option<SqliteWriter>,
+    /// Postgres only: the delivery path's connections, the most recently
+    /// used first (`postgres::Warm`).
+    pg_warm: Option<std::sync::Arc<postgres::Warm>>,
     /// The Postgres schema this store lives in (tests get one each).
     pg_schema: Option<String>,
     /// Seals endpoint secrets; without it no endpoint can be written or read.
@@ -273,9 +276,20 @@ impl Store {
             .ok_or_else(|| StoreError::Config("this SQLite store has no writer".into()))
     }
 
+    /// Postgres's connections for the delivery path (every Postgres store
+    /// has them).
+    fn pg_warm(&self) -> Result<&postgres::Warm> {
+        self.pg_warm
+            .as_deref()
+            .ok_or_else(|| StoreError::Config("this Postgres store has no warm connections".into()))
+    }
+
     pub async fn close(&self) {
         if let Some(writer) = &self.writer {
             writer.conn.close().await;
+        }
+        if let Some(warm) = &self.pg_warm {
+            warm.close();
         }
         on_pool!(self, |p| p.close().await)
     }

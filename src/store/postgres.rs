@@ -22,6 +22,10 @@ use super::{
 };
 use crate::clock::Timestamp;
 
+pub mod warm;
+
+pub use warm::Warm;
+
 /// Connects, optionally inside `schema` (created if missing): tests get a
 /// fresh schema each, so they need no CREATE DATABASE privilege.
 pub async fn connect(url: &str, schema: Option<&str>) -> Result<Store> {
@@ -80,9 +84,14 @@ pub async fn connect_pooled(
             .await
             .map_err(connect_error)?;
     }
+    // Half the pool at most, so that the rest (the API's reads, the
+    // dashboard, maintenance) always has the other half.
+    let keep = (max_connections as usize / 2).max(1);
+    let warm = Warm::new(pool.clone(), keep, PING_IF_IDLE_FOR);
     Ok(Store {
         pool: Pool::Postgres(pool),
         writer: None,
+        pg_warm: Some(Arc::new(warm)),
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,
@@ -100,13 +109,14 @@ pub async fn connect_pooled(
 /// Every row carries the claim's `held_back`; a claim that took nothing
 /// but held work back answers one row without a delivery.
 pub(super) async fn claim_due(
-    pool: &PgPool,
+    warm: &Warm,
     now: Timestamp,
     lease_until: Timestamp,
     limit: i64,
     rules: ClaimRules,
     token: &str,
 ) -> Result<Claim> {
+    let mut conn = warm.acquire().await?;
     let rows = sqlx::query(
         "SELECT c.held_back, (c.claimed).*, (c.event).id IS NOT NULL AS has_event, \
            (c.event).event_type AS event_type, (c.event).payload AS event_payload, \
@@ -120,8 +130,9 @@ pub(super) async fn claim_due(
     .bind(token)
     .bind(rules.default_rate)
     .bind(rules.host_cap)
-    .fetch_all(pool)
+    .fetch_all(&mut *conn)
     .await?;
+    conn.answered();
     let mut claim = Claim {
         deliveries: Vec::with_capacity(rows.len()),
         ..Claim::default()
@@ -213,12 +224,12 @@ pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &
 /// (`distinct_runs`; rare, so a call each costs nothing); should a later
 /// part fail after the first committed, its results alone are unwritten.
 pub(super) async fn complete_attempts(
-    pool: &PgPool,
+    warm: &Warm,
     batch: &[Completion],
 ) -> Result<Vec<Result<Delivery>>> {
     let mut answers = Vec::with_capacity(batch.len());
     for (n, run) in distinct_runs(batch).into_iter().enumerate() {
-        match record_run(pool, run).await {
+        match record_run(warm, run).await {
             Ok(run_answers) => answers.extend(run_answers),
             Err(e) if n == 0 => return Err(e),
             Err(e) => answers.extend(run.iter().map(|_| {
@@ -234,12 +245,13 @@ pub(super) async fn complete_attempts(
 
 /// One call of `dakghar_record_attempts` for results that name each
 /// delivery once.
-async fn record_run(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
+async fn record_run(warm: &Warm, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
     let call = "SELECT * FROM dakghar_record_attempts($1::text[], $2::text[], $3::text[], \
                   $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::bytea[], $9::text[], \
                   $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::text[], $15::text[], \
                   $16::text[], $17::text[])";
     let rows: Vec<(&Completion, Outcome)> = batch.iter().map(|c| (c, c.outcome())).collect();
+    let mut conn = warm.acquire().await?;
     let written: Vec<String> = sqlx::query_scalar(call)
         .bind(column(&rows, |(c, _)| c.claimed.id.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.claim_token.clone()))
@@ -258,8 +270,9 @@ async fn record_run(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Result<De
         .bind(column(&rows, |(c, _)| c.record.response_headers.clone()))
         .bind(column(&rows, |(c, _)| c.record.classification.clone()))
         .bind(column(&rows, |(c, _)| c.claimed.endpoint_id.clone()))
-        .fetch_all(pool)
+        .fetch_all(&mut *conn)
         .await?;
+    conn.answered();
     Ok(answered(batch, &written.into_iter().collect()))
 }
 
@@ -286,13 +299,13 @@ async fn record_run(pool: &PgPool, batch: &[Completion]) -> Result<Vec<Result<De
 /// event came first. Likewise an event that names its key is written
 /// only if the key is active in the write's snapshot.
 pub(super) async fn insert_events(
-    pool: &PgPool,
+    warm: &Warm,
     fan_outs: &FanOuts,
     batch: &[NewIngest],
     lease: Option<(LeaseTerms, &str)>,
 ) -> Result<(Vec<Result<InsertedEvent>>, Claim)> {
     const PASSES: usize = 3;
-    let mut conn = pool.acquire().await?;
+    let mut conn = warm.acquire().await?;
     let mut answers: Vec<Result<InsertedEvent>> = Vec::with_capacity(batch.len());
     let mut pending: Vec<usize> = (0..batch.len()).collect();
     // What every pass leased; drained only if each pass was.
@@ -353,6 +366,7 @@ pub(super) async fn insert_events(
         }
         pending = next;
     }
+    conn.answered();
     Ok((answers, claim))
 }
 

@@ -75,9 +75,9 @@ impl Store {
         });
         let token = lease.map(|_| self.claim_token()).unwrap_or_default();
         let (mut inserted, mut claim) = match &self.pool {
-            Pool::Postgres(p) => {
+            Pool::Postgres(_) => {
                 let lease = lease.map(|terms| (terms, token.as_str()));
-                postgres::insert_events(p, &self.fan_outs, batch, lease).await?
+                postgres::insert_events(self.pg_warm()?, &self.fan_outs, batch, lease).await?
             }
             Pool::Sqlite(_) => {
                 sqlite::insert_events(&self.sqlite_writer()?.conn, batch, lease, &token).await?
@@ -126,8 +126,9 @@ impl Store {
                 let conn = &writer.conn;
                 sqlite::claim_due(reader, conn, now, lease_until, limit, rules, &token).await?
             }
-            Pool::Postgres(p) => {
-                retry_moved(|| postgres::claim_due(p, now, lease_until, limit, rules, &token))
+            Pool::Postgres(_) => {
+                let warm = self.pg_warm()?;
+                retry_moved(|| postgres::claim_due(warm, now, lease_until, limit, rules, &token))
                     .await?
             }
         };
@@ -163,7 +164,10 @@ impl Store {
     pub async fn complete_attempts(&self, batch: &[Completion]) -> Result<Vec<Result<Delivery>>> {
         match &self.pool {
             Pool::Sqlite(_) => sqlite::complete_attempts(&self.sqlite_writer()?.conn, batch).await,
-            Pool::Postgres(p) => retry_moved(|| postgres::complete_attempts(p, batch)).await,
+            Pool::Postgres(_) => {
+                let warm = self.pg_warm()?;
+                retry_moved(|| postgres::complete_attempts(warm, batch)).await
+            }
         }
     }
 

@@ -77,6 +77,7 @@ pub async fn connect(url: &str, max_connections: u32) -> Result<Store> {
                 cause: e.to_string(),
             })?;
     Ok(Store {
+        pg_warm: None,
         pool: Pool::Sqlite(pool),
         writer: Some(SqliteWriter {
             conn: writer,

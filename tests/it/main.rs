@@ -30,6 +30,7 @@ mod openapi;
 mod operations;
 mod partitions;
 mod pg_leases;
+mod pg_warm;
 mod platforms;
 mod quotas;
 mod receiver;
