@@ -24,7 +24,7 @@ use crate::clock::Timestamp;
 
 pub mod warm;
 
-pub use warm::Warm;
+pub use warm::{Warm, WarmConnection};
 
 /// Connects, optionally inside `schema` (created if missing): tests get a
 /// fresh schema each, so they need no CREATE DATABASE privilege.
@@ -84,14 +84,14 @@ pub async fn connect_pooled(
             .await
             .map_err(connect_error)?;
     }
-    // Half the pool at most, so that the rest (the API's reads, the
-    // dashboard, maintenance) always has the other half.
-    let keep = (max_connections as usize / 2).max(1);
-    let warm = Warm::new(pool.clone(), keep, PING_IF_IDLE_FOR);
+    // Fewer than half the pool, none of a pool of two or three: the rest
+    // (the API's reads, the dashboard, maintenance) keeps the other half.
+    let keep = max_connections.saturating_sub(2) as usize / 2;
+    let warm = Warm::start(pool.clone(), keep, PING_IF_IDLE_FOR);
     Ok(Store {
         pool: Pool::Postgres(pool),
         writer: None,
-        pg_warm: Some(Arc::new(warm)),
+        pg_warm: Some(warm),
         pg_schema: schema.map(str::to_owned),
         secrets: None,
         node: None,
@@ -198,17 +198,19 @@ pub(super) fn work_channel(schema: Option<&str>) -> String {
 }
 
 /// `origin` (a node's id, or empty) lets that node ignore its own news.
-pub(super) async fn announce_work(pool: &PgPool, schema: Option<&str>, origin: &str) -> Result<()> {
+pub(super) async fn announce_work(warm: &Warm, schema: Option<&str>, origin: &str) -> Result<()> {
     // A wake-up, not data, so its commit need not wait for the WAL flush.
     // Notifying takes the cluster's one notify lock until the commit ends:
     // durable, every announcement (one per ingest group on every node)
     // queued behind a disk flush of its own, and ingest's own commits
     // waited behind those flushes.
+    let mut conn = warm.acquire().await?;
     sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
         .bind(work_channel(schema))
         .bind(origin)
-        .execute(pool)
+        .execute(&mut *conn)
         .await?;
+    conn.answered();
     Ok(())
 }
 
@@ -373,7 +375,7 @@ pub(super) async fn insert_events(
 /// One pass of `insert_events` over `items`: planned from the kept
 /// fan-outs where `checked`, else from a read just before the write.
 async fn write_pass(
-    conn: &mut PgConnection,
+    conn: &mut WarmConnection<'_>,
     fan_outs: &FanOuts,
     items: &[&NewIngest],
     checked: bool,
@@ -433,7 +435,7 @@ async fn read_fan_outs(
 /// 0037): each endpoint's first new rows it may start are written in
 /// flight, and older due rows of the same endpoints are leased first.
 async fn write_events(
-    conn: &mut PgConnection,
+    conn: &mut WarmConnection<'_>,
     items: &[&NewIngest],
     known: &HashMap<String, Arc<FanOut>>,
     checked: bool,
@@ -542,7 +544,7 @@ async fn write_events(
         .bind(token)
         .bind(terms.map(|t| t.rules.default_rate))
         .bind(terms.map(|t| t.rules.host_cap))
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **conn)
         .await?;
     let first = answer.first().ok_or(sqlx::Error::RowNotFound)?;
     let kept_accounts: Vec<String> = first.try_get("kept_accounts")?;
@@ -599,10 +601,11 @@ async fn write_events(
             if let Err(e) = sqlx::query(&HAND_BACK_CLAIM)
                 .bind(terms.now.millis())
                 .bind(token)
-                .execute(&mut *conn)
+                .execute(&mut **conn)
                 .await
             {
                 tracing::warn!(error = %e, "could not hand back the lease; its rows go when it expires");
+                conn.suspect();
             }
             return Ok((answers, stale, Claim::default()));
         }

@@ -195,8 +195,8 @@ impl Store {
     pub async fn announce_work_from(&self, origin: &str) -> Result<()> {
         match &self.pool {
             Pool::Sqlite(_) => Ok(()),
-            Pool::Postgres(p) => {
-                postgres::announce_work(p, self.pg_schema.as_deref(), origin).await
+            Pool::Postgres(_) => {
+                postgres::announce_work(self.pg_warm()?, self.pg_schema.as_deref(), origin).await
             }
         }
     }

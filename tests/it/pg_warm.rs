@@ -1,7 +1,8 @@
 //! On Postgres the delivery path takes the connection that answered last
 //! (`store::postgres::Warm`), where sqlx's pool hands out the one idle the
-//! longest. A connection that died while it waited, or whose statement
-//! failed or was dropped part-way, is never handed out again.
+//! longest. A connection idle for a while, or whose statement failed or
+//! was dropped part-way, goes back to the pool, which checks it; none is
+//! kept while the pool has none to spare.
 
 use std::time::Duration;
 
@@ -13,8 +14,9 @@ use sqlx::{postgres::PgPoolOptions, Connection, PgConnection, PgPool};
 
 use crate::helpers::{postgres_url, TestDb};
 
-/// Long enough that no kept connection is pinged within a test.
-const NO_PING: Duration = Duration::from_secs(3600);
+/// Long enough that no kept connection goes back to the pool for being
+/// idle within a test.
+const NEVER_IDLE: Duration = Duration::from_secs(3600);
 
 async fn pool(max: u32) -> PgPool {
     let url = postgres_url().expect("TEST_DATABASE_URL was set when the tests were built");
@@ -50,7 +52,7 @@ async fn until_idle_in_pool(pool: &PgPool, n: usize) {
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
 async fn the_connection_that_answered_last_is_handed_out_next() {
     let pool = pool(4).await;
-    let warm = Warm::new(pool.clone(), 4, NO_PING);
+    let warm = Warm::start(pool.clone(), 4, NEVER_IDLE);
     let mut held = Vec::new();
     let mut backends = Vec::new();
     for _ in 0..3 {
@@ -58,8 +60,10 @@ async fn the_connection_that_answered_last_is_handed_out_next() {
         backends.push(backend(&mut conn).await);
         held.push(conn);
     }
-    backends.dedup();
-    assert_eq!(backends.len(), 3, "three connections at once: {backends:?}");
+    let mut distinct = backends.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "three connections at once: {backends:?}");
     for conn in held {
         conn.answered();
     }
@@ -81,7 +85,7 @@ async fn the_connection_that_answered_last_is_handed_out_next() {
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
 async fn beyond_what_it_keeps_a_connection_goes_back_to_the_pool() {
     let pool = pool(4).await;
-    let warm = Warm::new(pool.clone(), 1, NO_PING);
+    let warm = Warm::start(pool.clone(), 1, NEVER_IDLE);
     let mut first = warm.acquire().await.unwrap();
     let mut second = warm.acquire().await.unwrap();
     let first_backend = backend(&mut first).await;
@@ -94,17 +98,33 @@ async fn beyond_what_it_keeps_a_connection_goes_back_to_the_pool() {
     assert_eq!(backend(&mut next).await, first_backend, "the one it kept");
 }
 
+/// Waits until `warm` keeps no connection.
+async fn until_none_kept(warm: &Warm) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while warm.kept() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "an idle connection was never given back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
-async fn a_connection_that_died_while_it_waited_is_replaced() {
+async fn a_connection_not_used_again_soon_goes_back_to_the_pool_and_its_check() {
     let pool = pool(4).await;
-    // Every kept connection is checked before it is handed out.
-    let warm = Warm::new(pool.clone(), 4, Duration::ZERO);
+    let warm = Warm::start(pool.clone(), 4, Duration::from_millis(50));
+    let mut conn = warm.acquire().await.unwrap();
+    backend(&mut conn).await;
+    conn.answered();
+    until_none_kept(&warm).await;
+    until_idle_in_pool(&pool, 1).await;
+
+    // One whose backend ended while it was kept is never handed out.
     let mut conn = warm.acquire().await.unwrap();
     let dead = backend(&mut conn).await;
     conn.answered();
-    assert_eq!(warm.kept(), 1);
-
     let url = postgres_url().unwrap();
     let mut admin = PgConnection::connect(&url).await.unwrap();
     let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1, 10000)")
@@ -113,19 +133,35 @@ async fn a_connection_that_died_while_it_waited_is_replaced() {
         .await
         .unwrap();
     assert!(ended, "the kept connection's backend ended");
-
+    until_none_kept(&warm).await;
     let mut conn = warm.acquire().await.unwrap();
-    let now = backend(&mut conn).await;
-    assert_ne!(now, dead, "a live connection, not the dead one");
+    assert_ne!(backend(&mut conn).await, dead, "a live connection");
     conn.answered();
-    assert_eq!(warm.kept(), 1, "the dead one is gone, the live one kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
+async fn none_is_kept_while_the_pool_has_none_to_spare() {
+    let pool = pool(2).await;
+    let warm = Warm::start(pool.clone(), 2, NEVER_IDLE);
+    let mut first = warm.acquire().await.unwrap();
+    let mut second = warm.acquire().await.unwrap();
+    backend(&mut first).await;
+    let second_backend = backend(&mut second).await;
+    first.answered();
+    assert_eq!(warm.kept(), 0, "the pool had no connection to spare");
+    until_idle_in_pool(&pool, 1).await;
+    second.answered();
+    assert_eq!(warm.kept(), 1, "now it has one");
+    let mut next = warm.acquire().await.unwrap();
+    assert_eq!(backend(&mut next).await, second_backend);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(test_postgres), ignore = "TEST_DATABASE_URL is not set")]
 async fn a_statement_that_failed_or_was_dropped_leaves_its_connection_to_the_pool() {
     let pool = pool(4).await;
-    let warm = Warm::new(pool.clone(), 4, NO_PING);
+    let warm = Warm::start(pool.clone(), 4, NEVER_IDLE);
 
     let mut conn = warm.acquire().await.unwrap();
     let failed = sqlx::query_scalar::<_, i32>("SELECT 1 / 0")
@@ -139,7 +175,7 @@ async fn a_statement_that_failed_or_was_dropped_leaves_its_connection_to_the_poo
     let sleeper = backend(&mut conn).await;
     let cut_short = tokio::time::timeout(
         Duration::from_millis(100),
-        sqlx::query("SELECT pg_sleep(10)").execute(&mut *conn),
+        sqlx::query("SELECT pg_sleep(1)").execute(&mut *conn),
     )
     .await;
     assert!(cut_short.is_err(), "the statement was dropped part-way");
@@ -178,4 +214,5 @@ async fn a_closed_store_hands_out_none_of_the_connections_it_kept() {
         .await
         .expect("the store closed");
     assert!(claim().await.is_err(), "a claim on a closed store");
+    db.finish().await;
 }

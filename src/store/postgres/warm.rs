@@ -2,36 +2,39 @@
 //!
 //! sqlx's pool hands out the connection that has been idle the longest,
 //! and checks each one with a round trip to the server as it comes back.
-//! The delivery path (ingest, claims, results) is one statement a call,
-//! so every statement paid a round trip more, and at light load each went
-//! to the backend that had waited the longest, the one whose caches (its
-//! plans, the CPU's) were the coldest: in pgbench a lease call paced at
-//! 70 a second took 1.26–1.27 ms on one connection and 1.53–1.60 ms on
-//! ten taken in turn, a ten-result call 1.09–1.15 against 1.69–1.95.
+//! The delivery path (ingest, claims, results, the announcements of work
+//! to other nodes) is one statement a call, so every statement paid a
+//! round trip more, and at light load each went to the backend that had
+//! waited the longest, the one whose caches (its plans, the CPU's) were
+//! the coldest: in pgbench, paced at 70 calls a second, an ingest lease
+//! took 1.00–1.27 ms on one connection and 1.29–1.60 ms on ten taken in
+//! turn, a ten-result call 1.09–1.27 against 1.42–1.95
+//! (`bench/results/2026-12-07-postgres-connections-in-turn-pgbench.txt`).
 //! Here a connection whose statement answered goes back on a short stack
 //! and the next call takes the top one. One whose statement failed or was
 //! dropped part-way goes back to the pool, whose check finds out whether
-//! it can still be used.
+//! it can still be used; so does one idle for a while (the pool checks a
+//! connection idle that long before it hands it out), and none is kept
+//! while the pool has no connection to spare.
 
 use std::{
     ops::{Deref, DerefMut},
-    sync::Mutex,
+    sync::{Arc, Mutex, Weak},
     time::{Duration, Instant},
 };
 
-use sqlx::{pool::PoolConnection, Connection, PgConnection, PgPool, Postgres};
+use sqlx::{pool::PoolConnection, PgConnection, PgPool, Postgres};
 
 /// A connection goes back to the pool after this long off it, so that the
-/// pool's own limits (a connection's lifetime, its idle timeout) still
-/// apply to it.
+/// pool's limit on a connection's lifetime still applies to it.
 const BACK_TO_THE_POOL_AFTER: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 pub struct Warm {
     pool: PgPool,
-    idle: Mutex<Stack>,
+    stack: Mutex<Stack>,
     keep: usize,
-    ping_after: Duration,
+    idle_for: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -52,42 +55,56 @@ struct Kept {
     taken: Instant,
 }
 
+impl Kept {
+    fn fresh(&self, now: Instant, idle_for: Duration) -> bool {
+        now.duration_since(self.since) < idle_for
+            && now.duration_since(self.taken) < BACK_TO_THE_POOL_AFTER
+    }
+}
+
 impl Warm {
-    /// Keeps up to `keep` connections of `pool` off it; one idle for
-    /// `ping_after` or longer is pinged before it is handed out, as the
-    /// pool checks its own (`PING_IF_IDLE_FOR`).
-    pub fn new(pool: PgPool, keep: usize, ping_after: Duration) -> Warm {
-        Warm {
+    /// Keeps up to `keep` connections of `pool` off it (none when 0),
+    /// each for as long as it is used again within `idle_for`; a task
+    /// gives back those that were not.
+    pub fn start(pool: PgPool, keep: usize, idle_for: Duration) -> Arc<Warm> {
+        let warm = Arc::new(Warm {
             pool,
-            idle: Mutex::new(Stack::default()),
+            stack: Mutex::new(Stack::default()),
             keep,
-            ping_after,
+            idle_for,
+        });
+        if keep > 0 {
+            tokio::spawn(give_back_the_idle(Arc::downgrade(&warm)));
         }
+        warm
     }
 
     /// The connection that answered last, else one from the pool.
     pub async fn acquire(&self) -> Result<WarmConnection<'_>, sqlx::Error> {
-        loop {
-            let top = self.lock().kept.pop();
-            let Some(mut kept) = top else { break };
-            if kept.taken.elapsed() >= BACK_TO_THE_POOL_AFTER {
-                continue;
+        let mut idle = Vec::new();
+        let top = {
+            let mut stack = self.lock();
+            let now = Instant::now();
+            let mut top = None;
+            while let Some(kept) = stack.kept.pop() {
+                if kept.fresh(now, self.idle_for) {
+                    top = Some(kept);
+                    break;
+                }
+                idle.push(kept);
             }
-            if kept.since.elapsed() >= self.ping_after && kept.conn.ping().await.is_err() {
-                // Dead while it waited here (the server restarted, a
-                // proxy cut it): closed, not given back.
-                kept.conn.close_on_drop();
-                continue;
-            }
-            return Ok(WarmConnection {
-                conn: Some(kept.conn),
-                taken: kept.taken,
-                home: self,
-            });
-        }
+            top
+        };
+        // Idle long enough to be checked: back to the pool, which checks it.
+        drop(idle);
+        let (conn, taken) = match top {
+            Some(kept) => (kept.conn, kept.taken),
+            None => (self.pool.acquire().await?, Instant::now()),
+        };
         Ok(WarmConnection {
-            conn: Some(self.pool.acquire().await?),
-            taken: Instant::now(),
+            conn: Some(conn),
+            taken,
+            suspect: false,
             home: self,
         })
     }
@@ -107,9 +124,48 @@ impl Warm {
         drop(kept);
     }
 
+    /// Gives back to the pool every connection not used within `idle_for`.
+    fn give_back_idle(&self) {
+        let now = Instant::now();
+        let idle: Vec<Kept> = {
+            let mut stack = self.lock();
+            let (fresh, idle) = std::mem::take(&mut stack.kept)
+                .into_iter()
+                .partition(|k| k.fresh(now, self.idle_for));
+            stack.kept = fresh;
+            idle
+        };
+        drop(idle);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Stack> {
         // The stack holds no invariant a panic elsewhere could break.
-        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+        self.stack.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // A pooled connection goes back through a task; with no runtime
+        // left to run it (the process is ending), its socket just closes.
+        if tokio::runtime::Handle::try_current().is_err() {
+            for kept in self.kept.drain(..) {
+                drop(kept.conn.leak());
+            }
+        }
+    }
+}
+
+async fn give_back_the_idle(warm: Weak<Warm>) {
+    loop {
+        let Some(idle_for) = warm.upgrade().map(|w| w.idle_for) else {
+            return;
+        };
+        tokio::time::sleep(idle_for).await;
+        match warm.upgrade() {
+            Some(w) if !w.lock().closed => w.give_back_idle(),
+            _ => return,
+        }
     }
 }
 
@@ -119,12 +175,20 @@ impl Warm {
 pub struct WarmConnection<'a> {
     conn: Option<PoolConnection<Postgres>>,
     taken: Instant,
+    suspect: bool,
     home: &'a Warm,
 }
 
 impl WarmConnection<'_> {
+    /// A statement on it failed and the caller went on: `answered` gives
+    /// it back to the pool, whose check finds out whether it still works.
+    pub fn suspect(&mut self) {
+        self.suspect = true;
+    }
+
     /// Its last statement answered in full, so the connection is ready
-    /// for the next call: back on the stack, if there is room.
+    /// for the next call: back on the stack, if there is room and the
+    /// pool has a connection to spare for everyone else.
     pub fn answered(mut self) {
         let Some(conn) = self.conn.take() else { return };
         let now = Instant::now();
@@ -133,27 +197,22 @@ impl WarmConnection<'_> {
             since: now,
             taken: self.taken,
         };
-        let mut stale = Vec::new();
+        let home = self.home;
+        let pool_has_room = home.pool.num_idle() > 0
+            || home.pool.size() < home.pool.options().get_max_connections();
+        let mut stack = home.lock();
+        if !self.suspect
+            && !stack.closed
+            && stack.kept.len() < home.keep
+            && pool_has_room
+            && this.fresh(now, home.idle_for)
         {
-            let mut stack = self.home.lock();
-            let kept = &mut stack.kept;
-            while kept
-                .first()
-                .is_some_and(|k| now.duration_since(k.taken) >= BACK_TO_THE_POOL_AFTER)
-            {
-                stale.push(kept.remove(0));
-            }
-            if !stack.closed
-                && stack.kept.len() < self.home.keep
-                && now.duration_since(this.taken) < BACK_TO_THE_POOL_AFTER
-            {
-                stack.kept.push(this);
-            } else {
-                stale.push(this);
-            }
+            stack.kept.push(this);
+            return;
         }
-        // Dropped outside the lock: each goes back to the pool.
-        drop(stale);
+        drop(stack);
+        // Back to the pool, outside the lock.
+        drop(this);
     }
 }
 
