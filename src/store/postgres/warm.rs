@@ -74,7 +74,7 @@ impl Warm {
             idle_for,
         });
         if keep > 0 {
-            tokio::spawn(give_back_the_idle(Arc::downgrade(&warm)));
+            tokio::spawn(give_back_the_idle(Arc::downgrade(&warm), idle_for));
         }
         warm
     }
@@ -156,11 +156,8 @@ impl Drop for Stack {
     }
 }
 
-async fn give_back_the_idle(warm: Weak<Warm>) {
+async fn give_back_the_idle(warm: Weak<Warm>, idle_for: Duration) {
     loop {
-        let Some(idle_for) = warm.upgrade().map(|w| w.idle_for) else {
-            return;
-        };
         tokio::time::sleep(idle_for).await;
         match warm.upgrade() {
             Some(w) if !w.lock().closed => w.give_back_idle(),
