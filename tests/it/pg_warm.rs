@@ -34,18 +34,25 @@ async fn backend(conn: &mut PgConnection) -> i32 {
         .unwrap()
 }
 
-/// Waits until the pool holds `n` idle connections (a connection dropped
-/// goes back to it through a task of sqlx's).
-async fn until_idle_in_pool(pool: &PgPool, n: usize) {
+/// Waits until `done` holds (a connection dropped goes back to the pool
+/// through a task of sqlx's, an idle one through `Warm`'s), and fails the
+/// test after 10 s saying it never saw `what`.
+async fn until(what: &str, done: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while pool.num_idle() != n {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the pool never held {n} idle (it holds {})",
-            pool.num_idle()
-        );
+    while !done() {
+        assert!(tokio::time::Instant::now() < deadline, "never saw {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Waits until the pool holds `n` idle connections.
+async fn until_idle_in_pool(pool: &PgPool, n: usize) {
+    until(&format!("{n} idle in the pool"), || pool.num_idle() == n).await;
+}
+
+/// Waits until `warm` keeps no connection.
+async fn until_none_kept(warm: &Warm) {
+    until("an idle connection given back", || warm.kept() == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,18 +103,6 @@ async fn beyond_what_it_keeps_a_connection_goes_back_to_the_pool() {
     until_idle_in_pool(&pool, 1).await;
     let mut next = warm.acquire().await.unwrap();
     assert_eq!(backend(&mut next).await, first_backend, "the one it kept");
-}
-
-/// Waits until `warm` keeps no connection.
-async fn until_none_kept(warm: &Warm) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while warm.kept() != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "an idle connection was never given back"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
