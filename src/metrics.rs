@@ -70,6 +70,10 @@ pub fn describe() {
     );
     describe_counter!("dakghar_retries_total", "Attempts that scheduled a retry");
     describe_counter!(
+        "dakghar_leased_total",
+        "Deliveries leased for this node's workers: by=\"ingest\" by the ingest that made them due, by=\"claim\" by a claim loop"
+    );
+    describe_counter!(
         "dakghar_delivered_after_retry_total",
         "Deliveries that succeeded after at least one failed attempt"
     );
@@ -147,6 +151,9 @@ pub fn start_at_zero() {
     }
     for status in ["429", "503"] {
         counter!("dakghar_throttles_total", "status" => status).absolute(0);
+    }
+    for by in ["ingest", "claim"] {
+        counter!("dakghar_leased_total", "by" => by).absolute(0);
     }
     for name in [
         "dakghar_retries_total",

@@ -190,6 +190,9 @@ pub struct View {
     /// SQLite: holds of that connection a second (an ingest group, a
     /// batch of results or a claim each).
     pub writer_holds_per_sec: f64,
+    /// Deliveries leased by the ingest that made them, then by claims
+    /// (`LEASED`).
+    pub leased: [f64; 2],
 }
 
 /// The server's own histograms read for the latency split, in order:
@@ -209,9 +212,20 @@ const WRITER: &str = "dakghar_db_writer_hold_seconds";
 /// The histograms `histograms` reads: `STEPS`, then `WRITER`.
 const READ: [&str; 6] = [STEPS[0], STEPS[1], STEPS[2], STEPS[3], STEPS[4], WRITER];
 
+/// Deliveries leased for the node's workers by the ingest that made them
+/// due, and by its claim loops.
+const LEASED: [&str; 2] = [
+    r#"dakghar_leased_total{by="ingest"} "#,
+    r#"dakghar_leased_total{by="claim"} "#,
+];
+
+/// What `histograms` read: (sum, count) of each of `READ`, each of
+/// `LEASED`, and when.
+type Read = ([(f64, f64); 6], [f64; 2], Instant);
+
 /// (sum, count) of each of `STEPS`, then of `WRITER`, from the server's
 /// /metrics, and when they were read.
-async fn histograms(base: &str) -> ([(f64, f64); 6], Instant) {
+async fn histograms(base: &str) -> Read {
     let text = reqwest::get(format!("{base}/metrics"))
         .await
         .unwrap()
@@ -232,13 +246,17 @@ async fn histograms(base: &str) -> ([(f64, f64); 6], Instant) {
             value(format!("{name}_count ")),
         )
     });
-    (read, Instant::now())
+    (
+        read,
+        LEASED.map(|series| value(series.into())),
+        Instant::now(),
+    )
 }
 
 /// What the server did between two reads of its histograms.
-fn view(before: &([(f64, f64); 6], Instant), after: &([(f64, f64); 6], Instant)) -> View {
+fn view(before: &Read, after: &Read) -> View {
     let moved = |k: usize| (after.0[k].0 - before.0[k].0, after.0[k].1 - before.0[k].1);
-    let secs = after.1.duration_since(before.1).as_secs_f64().max(1e-9);
+    let secs = after.2.duration_since(before.2).as_secs_f64().max(1e-9);
     let (held, holds) = moved(STEPS.len());
     View {
         steps_ms: std::array::from_fn(|k| {
@@ -251,6 +269,7 @@ fn view(before: &([(f64, f64); 6], Instant), after: &([(f64, f64); 6], Instant))
         }),
         writer_held: held / secs,
         writer_holds_per_sec: holds / secs,
+        leased: std::array::from_fn(|k| after.1[k] - before.1[k]),
     }
 }
 

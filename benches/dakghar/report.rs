@@ -486,9 +486,10 @@ fn machine() -> String {
 /// The server's step means, named.
 fn steps(view: &delivery::View, backend: &Backend) -> String {
     let ms = &view.steps_ms;
+    let [by_ingest, by_claims] = view.leased;
     let means = format!(
-        "means: due → attempt start {:.2} ms · request {:.2} ms · ingest transaction {:.2} ms · claim {:.2} ms · result commit wait {:.2} ms",
-        ms[0], ms[1], ms[2], ms[3], ms[4]
+        "means: due → attempt start {:.2} ms · request {:.2} ms · ingest transaction {:.2} ms · claim {:.2} ms · result commit wait {:.2} ms; leased by their ingest {:.0}, by claims {:.0}",
+        ms[0], ms[1], ms[2], ms[3], ms[4], by_ingest, by_claims
     );
     match backend {
         Backend::Sqlite => format!(

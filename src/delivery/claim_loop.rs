@@ -56,6 +56,7 @@ impl Engine {
         if held_back {
             self.held_back.store(true, Ordering::Release);
         }
+        metrics::counter!("dakghar_leased_total", "by" => "claim").increment(claimed.len() as u64);
         self.start_attempts(now, claimed, read_along, claim_started)
             .await
     }

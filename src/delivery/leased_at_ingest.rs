@@ -47,6 +47,8 @@ impl Workers for Engine {
         if deliveries.is_empty() {
             return;
         }
+        metrics::counter!("dakghar_leased_total", "by" => "ingest")
+            .increment(deliveries.len() as u64);
         let LeaseOffer { terms, mut room } = offer;
         // The rest of the offer goes back now; what was leased keeps its
         // permits until it settles.

@@ -573,6 +573,7 @@ async fn an_ingest_leases_its_deliveries_for_this_nodes_workers(store: Store) {
 
     let config = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
     let node = spawn_node(store.clone(), config, TestClock::starting_now()).await;
+    let before = leased(&node).await;
     // The loops' first claim takes `a` (a lease takes the oldest due
     // first, and `a`'s would be those).
     wait_delivered(&store, 2).await;
@@ -584,6 +585,33 @@ async fn an_ingest_leases_its_deliveries_for_this_nodes_workers(store: Store) {
     }
     wait_delivered(&store, 6).await;
     assert_eq!(rx.count(), 6, "each once");
+    // /metrics says which way each went. The recorder is the test
+    // process's, and other tests lease meanwhile: at least these.
+    let after = leased(&node).await;
+    assert!(
+        after[0] - before[0] >= 4.0,
+        "by ingest: {before:?} -> {after:?}"
+    );
+    assert!(
+        after[1] - before[1] >= 2.0,
+        "by claims: {before:?} -> {after:?}"
+    );
+}
+
+/// `dakghar_leased_total` by the ingest, then by claims, from the node's /metrics.
+async fn leased(app: &TestApp) -> [f64; 2] {
+    let text = reqwest::get(app.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    ["ingest", "claim"].map(|by| {
+        let series = format!("dakghar_leased_total{{by=\"{by}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .map_or(0.0, |v| v.trim().parse().unwrap())
+    })
 }
 
 async fn work_held_back_by_a_full_endpoint_goes_as_its_slots_free(store: Store) {

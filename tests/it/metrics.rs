@@ -93,6 +93,8 @@ async fn metrics_move_when_deliveries_happen(store: Store) {
     // The steps of a delivery's path, for finding where latency goes.
     assert!(moved("dakghar_db_ingest_seconds_count") >= 5.0);
     assert!(moved("dakghar_db_claim_seconds_count") >= 2.0);
+    // Each attempt above started from a claim (`tick`): no workers run.
+    assert!(moved(r#"dakghar_leased_total{by="claim"}"#) >= 3.0);
     assert!(moved("dakghar_db_record_seconds_count") >= 3.0);
     assert!(after.contains(r#"dakghar_db_claim_seconds_bucket{le="0.0005"}"#));
     // SQLite's one write connection, held by the ingests, claims and
