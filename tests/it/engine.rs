@@ -600,18 +600,9 @@ async fn an_ingest_leases_its_deliveries_for_this_nodes_workers(store: Store) {
 
 /// `dakghar_leased_total` by the ingest, then by claims, from the node's /metrics.
 async fn leased(app: &TestApp) -> [f64; 2] {
-    let text = reqwest::get(app.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    ["ingest", "claim"].map(|by| {
-        let series = format!("dakghar_leased_total{{by=\"{by}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(series.as_str()))
-            .map_or(0.0, |v| v.trim().parse().unwrap())
-    })
+    let text = crate::metrics::scrape_at(&app.url("/metrics")).await;
+    ["ingest", "claim"]
+        .map(|by| crate::metrics::value(&text, &format!("dakghar_leased_total{{by=\"{by}\"}}")))
 }
 
 async fn work_held_back_by_a_full_endpoint_goes_as_its_slots_free(store: Store) {

@@ -20,7 +20,7 @@ async fn scrape(api: &Api) -> String {
     scrape_at(&api.app.url("/metrics")).await
 }
 
-async fn scrape_at(url: &str) -> String {
+pub(crate) async fn scrape_at(url: &str) -> String {
     let res = reqwest::get(url).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert!(res.headers()["content-type"]
@@ -31,7 +31,7 @@ async fn scrape_at(url: &str) -> String {
 }
 
 /// The value of one series (name with its labels, as rendered), 0 if absent.
-fn value(text: &str, series: &str) -> f64 {
+pub(crate) fn value(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|l| {
             l.strip_prefix(series)
