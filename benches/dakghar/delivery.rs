@@ -219,12 +219,16 @@ const LEASED: [&str; 2] = [
     r#"dakghar_leased_total{by="claim"} "#,
 ];
 
-/// What `histograms` read: (sum, count) of each of `READ`, each of
-/// `LEASED`, and when.
-type Read = ([(f64, f64); 6], [f64; 2], Instant);
+/// What `histograms` read, and when.
+struct Read {
+    /// (sum, count) of each of `READ`.
+    sums: [(f64, f64); 6],
+    /// Each of `LEASED`.
+    leased: [f64; 2],
+    at: Instant,
+}
 
-/// (sum, count) of each of `STEPS`, then of `WRITER`, from the server's
-/// /metrics, and when they were read.
+/// `READ` and `LEASED` from the server's /metrics.
 async fn histograms(base: &str) -> Read {
     let text = reqwest::get(format!("{base}/metrics"))
         .await
@@ -246,17 +250,20 @@ async fn histograms(base: &str) -> Read {
             value(format!("{name}_count ")),
         )
     });
-    (
-        read,
-        LEASED.map(|series| value(series.into())),
-        Instant::now(),
-    )
+    Read {
+        sums: read,
+        leased: LEASED.map(|series| value(series.into())),
+        at: Instant::now(),
+    }
 }
 
 /// What the server did between two reads of its histograms.
 fn view(before: &Read, after: &Read) -> View {
-    let moved = |k: usize| (after.0[k].0 - before.0[k].0, after.0[k].1 - before.0[k].1);
-    let secs = after.2.duration_since(before.2).as_secs_f64().max(1e-9);
+    let moved = |k: usize| {
+        let ((sum, n), (sum0, n0)) = (after.sums[k], before.sums[k]);
+        (sum - sum0, n - n0)
+    };
+    let secs = after.at.duration_since(before.at).as_secs_f64().max(1e-9);
     let (held, holds) = moved(STEPS.len());
     View {
         steps_ms: std::array::from_fn(|k| {
@@ -269,7 +276,7 @@ fn view(before: &Read, after: &Read) -> View {
         }),
         writer_held: held / secs,
         writer_holds_per_sec: holds / secs,
-        leased: std::array::from_fn(|k| after.1[k] - before.1[k]),
+        leased: std::array::from_fn(|k| after.leased[k] - before.leased[k]),
     }
 }
 
