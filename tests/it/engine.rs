@@ -569,11 +569,12 @@ async fn an_ingest_leases_its_deliveries_for_this_nodes_workers(store: Store) {
         [DeliveryState::Pending; 2],
         "no workers here: the claim loops of some node take them"
     );
+    // Read before the next node starts: its loops claim `a` at once.
+    let before = leased(&idle).await;
     idle.shutdown().await;
 
     let config = with_workers(|d| d.poll_interval = Duration::from_secs(3600));
     let node = spawn_node(store.clone(), config, TestClock::starting_now()).await;
-    let before = leased(&node).await;
     // The loops' first claim takes `a` (a lease takes the oldest due
     // first, and `a`'s would be those).
     wait_delivered(&store, 2).await;
