@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use dakghar::{dashboard::session::COOKIE_NAME, store::Store};
+use dakghar::{auth::throttle, dashboard::session::COOKIE_NAME, store::Store};
 use reqwest::{header, StatusCode};
 
 use crate::helpers::{browser, location, seed_user, spawn_app, PASSWORD};
@@ -89,9 +89,15 @@ async fn a_wrong_password_or_unknown_email_gets_the_same_answer_and_no_session(s
         }
     };
 
-    let mut wrong_times = Vec::new();
-    let mut unknown_times = Vec::new();
-    for _ in 0..3 {
+    // Noise from the other tests on the machine only ever adds time, so the
+    // fastest of several interleaved tries is each path's own cost. A day
+    // between rounds lets the email's failure count start again, so no try
+    // meets a throttle lock.
+    let mut wrong_fastest = Duration::MAX;
+    let mut unknown_fastest = Duration::MAX;
+    for _ in 0..7 {
+        app.clock
+            .advance(throttle::FORGET_AFTER + Duration::from_secs(60));
         let (wrong, t1, after_wrong) = timed("ana@acme.example", "not the password").await;
         let (unknown, t2, after_unknown) = timed("nobody@acme.example", "not the password").await;
         assert_eq!(
@@ -108,16 +114,14 @@ async fn a_wrong_password_or_unknown_email_gets_the_same_answer_and_no_session(s
             "no session after a failed login"
         );
         assert_eq!(after_unknown, StatusCode::SEE_OTHER);
-        wrong_times.push(t1);
-        unknown_times.push(t2);
+        wrong_fastest = wrong_fastest.min(t1);
+        unknown_fastest = unknown_fastest.min(t2);
     }
     // Both paths run a full argon2 verification: neither is an order of magnitude faster.
-    wrong_times.sort();
-    unknown_times.sort();
-    let (w, u) = (wrong_times[1], unknown_times[1]);
+    let (w, u) = (wrong_fastest, unknown_fastest);
     assert!(
         u * 4 > w && w * 4 > u,
-        "median wrong {w:?} vs unknown {u:?}"
+        "fastest wrong {w:?} vs unknown {u:?}"
     );
     assert!(
         u > Duration::from_millis(5),
