@@ -307,21 +307,27 @@ impl Store {
         Ok(sessions)
     }
 
-    /// Whether the backend leaves dead row versions in tables and indexes
-    /// until a vacuum (Postgres); SQLite reuses their space at once.
-    pub fn keeps_dead_rows(&self) -> bool {
-        matches!(self.pool, Pool::Postgres(_))
+    /// The partitions of `deliveries` that rows pass through and that keep
+    /// dead index entries until a vacuum (Postgres: waiting, in flight);
+    /// none on SQLite, which reuses their space at once.
+    pub fn churned_partitions(&self) -> &'static [&'static str] {
+        match self.pool {
+            Pool::Postgres(_) => &postgres::CHURNED,
+            Pool::Sqlite(_) => &[],
+        }
     }
 
-    /// Vacuums the partitions of `deliveries` that rows pass through
-    /// (waiting, in flight) where the policy says it is due (or finds a
-    /// vacuum already at it), returning the rows that died or passed
-    /// through them since their last vacuum;
-    /// `None` when nothing was due, and always on SQLite, which keeps no
-    /// dead rows in its indexes.
-    pub async fn vacuum_deliveries_if_churned(&self, policy: &VacuumPolicy) -> Result<Option<i64>> {
+    /// Vacuums `partition` (one of `churned_partitions`) if the policy
+    /// says it is due (or finds a vacuum already at it), returning the
+    /// rows that died or passed through it since its last vacuum; `None`
+    /// when nothing was due.
+    pub async fn vacuum_if_churned(
+        &self,
+        partition: &str,
+        policy: &VacuumPolicy,
+    ) -> Result<Option<i64>> {
         match self.pool() {
-            Pool::Postgres(pool) => postgres::vacuum_deliveries_if_churned(pool, policy).await,
+            Pool::Postgres(pool) => postgres::vacuum_if_churned(pool, partition, policy).await,
             Pool::Sqlite(_) => Ok(None),
         }
     }

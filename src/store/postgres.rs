@@ -678,9 +678,9 @@ impl Default for VacuumPolicy {
     /// the dead entries its predecessors left at the front of the due
     /// index: 0.23 ms of the claim's 0.61 went to finding the first due
     /// row (`pg_stat_statements` over the bench's 10 % load), 0.06 ms at
-    /// 2 000 rows and 2 s. The job stretches the gap to ten times the
-    /// last vacuum's duration, so a big table is never vacuumed more than
-    /// a tenth of the time.
+    /// 2 000 rows and 2 s. The job stretches each partition's gap to ten
+    /// times its last vacuum's duration, so a big table is never vacuumed
+    /// more than a tenth of the time.
     fn default() -> Self {
         VacuumPolicy {
             every: Duration::from_secs(1),
@@ -692,36 +692,37 @@ impl Default for VacuumPolicy {
 
 /// The partitions rows pass through (migration 0022); the history is only
 /// inserted into, which autovacuum keeps up with.
-const CHURNED: [&str; 2] = ["pending_deliveries", "in_flight_deliveries"];
+pub(super) const CHURNED: [&str; 2] = ["pending_deliveries", "in_flight_deliveries"];
 
-/// See `Store::vacuum_deliveries_if_churned`.
-pub(super) async fn vacuum_deliveries_if_churned(
+/// See `Store::vacuum_if_churned`.
+pub(super) async fn vacuum_if_churned(
     pool: &PgPool,
+    partition: &str,
     policy: &VacuumPolicy,
 ) -> Result<Option<i64>> {
-    let mut vacuumed = None;
-    for table in CHURNED {
-        let (dead, since): (i64, Option<f64>) = sqlx::query_as(
-            "SELECT GREATEST(n_dead_tup, n_ins_since_vacuum), \
-                    EXTRACT(EPOCH FROM now() - GREATEST(last_vacuum, last_autovacuum))::float8 \
-             FROM pg_stat_user_tables WHERE relid = $1::regclass",
-        )
-        .bind(table)
-        .fetch_one(pool)
-        .await?;
-        let recently = since.is_some_and(|s| s < policy.min_gap.as_secs_f64());
-        if dead < policy.dead_rows || recently {
-            continue;
-        }
-        // SKIP_LOCKED: if autovacuum or another node is already at it, that
-        // vacuum does the job and this one returns at once. INDEX_CLEANUP
-        // ON: the index entries are what this vacuum is for, and by
-        // default Postgres skips the indexes when few heap pages hold
-        // dead rows, as after a small churn through a big partition.
-        sqlx::raw_sql(&format!("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {table}"))
-            .execute(pool)
-            .await?;
-        *vacuumed.get_or_insert(0) += dead;
+    // The name goes into the statement's text: only one of ours does.
+    let Some(table) = CHURNED.into_iter().find(|t| *t == partition) else {
+        return Err(StoreError::NotFound);
+    };
+    let (dead, since): (i64, Option<f64>) = sqlx::query_as(
+        "SELECT GREATEST(n_dead_tup, n_ins_since_vacuum), \
+                EXTRACT(EPOCH FROM now() - GREATEST(last_vacuum, last_autovacuum))::float8 \
+         FROM pg_stat_user_tables WHERE relid = $1::regclass",
+    )
+    .bind(table)
+    .fetch_one(pool)
+    .await?;
+    let recently = since.is_some_and(|s| s < policy.min_gap.as_secs_f64());
+    if dead < policy.dead_rows || recently {
+        return Ok(None);
     }
-    Ok(vacuumed)
+    // SKIP_LOCKED: if autovacuum or another node is already at it, that
+    // vacuum does the job and this one returns at once. INDEX_CLEANUP
+    // ON: the index entries are what this vacuum is for, and by
+    // default Postgres skips the indexes when few heap pages hold
+    // dead rows, as after a small churn through a big partition.
+    sqlx::raw_sql(&format!("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) {table}"))
+        .execute(pool)
+        .await?;
+    Ok(Some(dead))
 }

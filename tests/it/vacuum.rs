@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use dakghar::{
     clock::{Clock, TestClock},
-    store::{NewEvent, Store, VacuumPolicy},
+    store::{NewEvent, Store, StoreError, VacuumPolicy},
 };
 use tokio_util::sync::CancellationToken;
 
@@ -33,11 +33,18 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         dead_rows: dead_before + 1_000_000,
         min_gap: Duration::ZERO,
     };
-    assert_eq!(
-        store.vacuum_deliveries_if_churned(&high).await.unwrap(),
-        None
-    );
+    assert_eq!(vacuum_each(&store, &high).await, [None, None]);
     assert_eq!(vacuums(&raw).await, [0, 0]);
+    // Only a partition rows pass through: a name is never made into SQL.
+    for wrong in ["deliveries", "pending_deliveries; DROP TABLE events", ""] {
+        assert!(
+            matches!(
+                store.vacuum_if_churned(wrong, &high).await,
+                Err(StoreError::NotFound)
+            ),
+            "{wrong:?} refused"
+        );
+    }
 
     // The job as a worker node runs it.
     let stop = CancellationToken::new();
@@ -78,20 +85,20 @@ async fn a_churned_deliveries_table_is_vacuumed_by_the_worker_job() {
         dead_rows: DEAD_ROWS,
         min_gap: Duration::from_secs(3600),
     };
-    assert_eq!(
-        store.vacuum_deliveries_if_churned(&gap).await.unwrap(),
-        None
-    );
+    assert_eq!(vacuum_each(&store, &gap).await, [None, None]);
     assert_eq!(vacuums(&raw).await, [1, 1]);
-    let dead = store
-        .vacuum_deliveries_if_churned(&VacuumPolicy {
+    let done = vacuum_each(
+        &store,
+        &VacuumPolicy {
             min_gap: Duration::ZERO,
             ..gap
-        })
-        .await
-        .unwrap()
-        .expect("due once the gap is over");
-    assert!(dead >= DEAD_ROWS, "{dead} dead rows reported");
+        },
+    )
+    .await;
+    for dead in done {
+        let dead = dead.expect("due once the gap is over");
+        assert!(dead >= DEAD_ROWS, "{dead} dead rows reported");
+    }
     assert_eq!(vacuums(&raw).await, [2, 2]);
     db.finish().await;
 }
@@ -105,14 +112,27 @@ async fn sqlite_needs_no_vacuum_job() {
         dead_rows: 0,
         min_gap: Duration::ZERO,
     };
+    assert!(db.store.churned_partitions().is_empty());
     assert_eq!(
-        db.store.vacuum_deliveries_if_churned(&eager).await.unwrap(),
+        db.store
+            .vacuum_if_churned("pending_deliveries", &eager)
+            .await
+            .unwrap(),
         None
     );
     assert!(
         dakghar::jobs::vacuum::spawn(db.store.clone(), eager, CancellationToken::new()).is_none()
     );
     db.finish().await;
+}
+
+/// `Store::vacuum_if_churned` on each churned partition, in order.
+async fn vacuum_each(store: &Store, policy: &VacuumPolicy) -> Vec<Option<i64>> {
+    let mut done = Vec::new();
+    for partition in store.churned_partitions() {
+        done.push(store.vacuum_if_churned(partition, policy).await.unwrap());
+    }
+    done
 }
 
 /// Queues `events` (one delivery each) and moves every delivery out of
