@@ -193,8 +193,17 @@ impl Engine {
             }
             span.end();
         }
-        if let Some(state) = final_state {
-            tracing::info!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished");
+        // A delivery that ends delivered already said so in its attempt's
+        // line: a second line for it doubled the log and its formatting
+        // on every delivery. One that ends otherwise is news.
+        match final_state {
+            Some(state @ "delivered") => {
+                tracing::debug!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished")
+            }
+            Some(state) => {
+                tracing::info!(target: LOG_TARGET, delivery = %delivery.id, endpoint = %endpoint.id, state, "delivery finished")
+            }
+            None => {}
         }
         record_metrics(delivery, &sent, verdict, transition, started);
         let seen = AttemptSeen {

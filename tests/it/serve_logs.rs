@@ -4,7 +4,7 @@
 use std::{
     io::{BufRead, BufReader},
     process::{Child, Command, Stdio},
-    sync::{Arc, Mutex},
+    sync::{Arc, Condvar, Mutex},
     time::Duration,
 };
 
@@ -28,15 +28,22 @@ fn run(db: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The server's log so far, collected from stderr by a thread.
+/// The server's log so far, collected from stderr by a thread, which
+/// stops reading while the gate is shut.
 struct Server {
     child: Child,
     log: Arc<Mutex<String>>,
     reader: std::thread::JoinHandle<()>,
+    gate: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl Server {
     fn start(db: &str) -> Server {
+        // The most a curious operator would turn on.
+        Server::start_logging(db, "debug")
+    }
+
+    fn start_logging(db: &str, rust_log: &str) -> Server {
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(["--allow-subnets", "127.0.0.1/32"])
@@ -45,8 +52,7 @@ impl Server {
             .env("DAKGHAR_SECRETS_KEY", SECRETS_KEY)
             // A throttled first attempt comes back within seconds.
             .env("DAKGHAR_RETRY_BASE_DELAY", "1s")
-            // The most a curious operator would turn on.
-            .env("RUST_LOG", "debug")
+            .env("RUST_LOG", rust_log)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -54,14 +60,34 @@ impl Server {
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
+        let gate = Arc::new((Mutex::new(true), Condvar::new()));
+        let open = Arc::clone(&gate);
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
                 log.push('\n');
+                drop(log);
+                let (is_open, turned) = &*open;
+                let _open = turned
+                    .wait_while(is_open.lock().unwrap(), |is_open| !*is_open)
+                    .unwrap();
             }
         });
-        Server { child, log, reader }
+        Server {
+            child,
+            log,
+            reader,
+            gate,
+        }
+    }
+
+    /// Stops (false) or resumes (true) reading the server's stderr: once
+    /// the pipe is full, the server's writes to it wait.
+    fn read_log(&self, open: bool) {
+        let (is_open, turned) = &*self.gate;
+        *is_open.lock().unwrap() = open;
+        turned.notify_all();
     }
 
     fn log(&self) -> String {
@@ -251,3 +277,65 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
         "{said}"
     );
 }
+
+/// Every attempt logs a line. A log reader that stops (a stalled pipe to
+/// a log shipper) must not stop deliveries: the lines wait in the
+/// server's buffer, and all of them come out once it reads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_reader_that_stops_reading_holds_up_no_delivery_and_loses_no_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("stalled.db").display());
+    run(&db, &["account", "create", "--name", "acme"]);
+    let key = run(&db, &["api-key", "create", "--account", "acme"]);
+
+    let server = Server::start_logging(&db, "info");
+    let serving = server.wait_for_log("is serving").await;
+    let base = serving
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the address")
+        .trim_end_matches('/')
+        .to_string();
+    let rx = Receiver::start().await;
+    let http = reqwest::Client::new();
+    for _ in 0..ENDPOINTS {
+        let res = http
+            .post(format!("{base}/api/v1/endpoints"))
+            .bearer_auth(&key)
+            .json(&json!({ "url": rx.url }))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "{}", res.status());
+    }
+
+    // The pipe holds 64 KiB; the attempts' lines are about 250 bytes
+    // each, so 600 of them fill it more than twice over.
+    server.read_log(false);
+    for i in 0..EVENTS {
+        let res = http
+            .post(format!("{base}/api/v1/events"))
+            .bearer_auth(&key)
+            .json(&json!({ "type": "invoice.paid", "payload": { "n": i } }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
+    }
+    rx.wait_for(EVENTS * ENDPOINTS).await;
+
+    server.read_log(true);
+    let log = server.terminate();
+    let attempts = log
+        .lines()
+        .filter(|l| l.contains("engine: attempt ") && l.contains("outcome=delivered"))
+        .count();
+    assert_eq!(
+        attempts,
+        EVENTS * ENDPOINTS,
+        "every attempt's line came out"
+    );
+}
+
+const ENDPOINTS: usize = 10;
+const EVENTS: usize = 60;
