@@ -297,7 +297,12 @@ async fn a_log_reader_that_stops_reading_holds_up_no_delivery_and_loses_no_line(
         .trim_end_matches('/')
         .to_string();
     let rx = Receiver::start().await;
-    let http = reqwest::Client::new();
+    // A server whose every thread waits on its stderr answers nothing: a
+    // bound, so that fails the test rather than hanging it.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
     for _ in 0..ENDPOINTS {
         let res = http
             .post(format!("{base}/api/v1/endpoints"))
