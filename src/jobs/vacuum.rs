@@ -70,15 +70,15 @@ pub fn spawn(
 
 /// A vacuum is worth its cost when it clears at least this many dead
 /// rows for each millisecond the partition's last one took. Measured
-/// in `make bench` (Postgres, x10): the in-flight partition's vacuums
-/// cleared 130-850 rows a millisecond, the waiting partition's 80-650
-/// while a million deliveries were queued and burnt down, and 10-25
-/// after: each then read the hundreds of MiB of index the backlog left
-/// to remove a few thousand entries (200-400 ms every 2-3 s at light
-/// load, when the ingest leases nearly everything and claims walk little).
-/// At 100 the burn-down's vacuums of the waiting partition came half as
-/// often and it ran slower (7 282 and 8 242 against 8 408 and 8 726
-/// deliveries/s); at 50 its pace is the one it had.
+/// in `make bench` (Postgres, x10, the server's logs): in a burn-down of
+/// a million deliveries the in-flight partition's vacuums cleared
+/// 48-1 588 rows a millisecond and the waiting partition's 51-175.
+/// After it, each vacuum of the waiting partition read the hundreds of
+/// MiB of index the backlog left to remove a few thousand entries
+/// (188-406 ms, 6.5-64 rows a millisecond), while the ingest leased
+/// nearly everything and claims walked little. At 100 that partition's
+/// burn-down vacuums came every 4.4-7.7 s in one run instead of 3; at
+/// 50 every 3.3-3.4 s, as without the bar.
 const ROWS_PER_MS: i64 = 50;
 
 /// When each partition is vacuumed again, from what its own last vacuum
@@ -86,7 +86,7 @@ const ROWS_PER_MS: i64 = 50;
 /// of the time however big it grows), and once `ROWS_PER_MS` rows died
 /// for each of its milliseconds. Kept per partition: with one gap for
 /// both, the waiting partition's long vacuums set the small in-flight
-/// one's pace (every 4-5 s instead of 2 during a burn-down).
+/// one's pace (every 3.3-6.5 s instead of 2-2.6 during a burn-down).
 #[derive(Debug)]
 struct Pace {
     floor: Next,
