@@ -196,9 +196,10 @@ const LOG_LINES_BEHIND: usize = 8_192;
 /// Log lines go to stderr from a thread of their own, in batches.
 /// Written by the task that logged it, every delivery attempt's line was a
 /// `write` on a runtime thread, which every other task on that thread
-/// waited for. In `make bench` (Postgres, x10) turning the attempt lines
-/// off made the burn-down 8-10 % faster and the first attempt's p99 at
-/// 10 % load 8.5-8.7 ms against 24-407. Nothing is dropped: a writer that
+/// waited for. In `make bench` (Postgres, x10) with the attempt lines
+/// off the burn-down ran 9 038 and 9 749 deliveries/s against 7 899-8 544
+/// and the first attempt's p99 at 10 % load was 8.5-8.7 ms against 24-407
+/// (bench/HISTORY.md, thirty-fifth pass). Nothing is dropped: a writer that
 /// falls `LOG_LINES_BEHIND` lines behind makes the callers wait, as
 /// before. The returned guard writes what is left when dropped.
 fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
