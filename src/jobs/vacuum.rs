@@ -27,16 +27,10 @@ pub fn spawn(
     let every = policy.every;
     let stop = shutdown.clone();
     Some(super::every(every, shutdown, move || {
-        let (store, policy, pace, stop) =
-            (store.clone(), policy.clone(), pace.clone(), stop.clone());
+        let (store, pace, stop) = (store.clone(), pace.clone(), stop.clone());
         async move {
             for (i, &partition) in partitions.iter().enumerate() {
-                let next = pace.lock().unwrap_or_else(|e| e.into_inner()).of(i);
-                let now_policy = VacuumPolicy {
-                    min_gap: next.gap,
-                    dead_rows: next.dead_rows,
-                    ..policy.clone()
-                };
+                let now_policy = pace.lock().unwrap_or_else(|e| e.into_inner()).of(i);
                 let started = Instant::now();
                 // A vacuum of a huge table can take minutes; shutdown does not wait for it.
                 let done = tokio::select! {
@@ -87,40 +81,31 @@ const ROWS_PER_MS: i64 = 50;
 /// for each of its milliseconds. Kept per partition: with one gap for
 /// both, the waiting partition's long vacuums set the small in-flight
 /// one's pace (every 3.3-6.5 s instead of 2-2.6 during a burn-down).
+/// Each partition's policy starts as the node's (`floor`).
 #[derive(Debug)]
 struct Pace {
-    floor: Next,
-    of: Vec<Next>,
-}
-
-/// What a partition waits for before its next vacuum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Next {
-    gap: Duration,
-    dead_rows: i64,
+    floor: VacuumPolicy,
+    of: Vec<VacuumPolicy>,
 }
 
 impl Pace {
-    fn new(policy: &VacuumPolicy, partitions: usize) -> Self {
-        let floor = Next {
-            gap: policy.min_gap,
-            dead_rows: policy.dead_rows,
-        };
+    fn new(floor: &VacuumPolicy, partitions: usize) -> Self {
         Pace {
-            floor,
-            of: vec![floor; partitions],
+            floor: floor.clone(),
+            of: vec![floor.clone(); partitions],
         }
     }
 
-    fn of(&self, partition: usize) -> Next {
-        self.of[partition]
+    fn of(&self, partition: usize) -> VacuumPolicy {
+        self.of[partition].clone()
     }
 
     fn vacuumed(&mut self, partition: usize, took: Duration) {
         let ms = i64::try_from(took.as_millis()).unwrap_or(i64::MAX);
-        self.of[partition] = Next {
-            gap: self.floor.gap.max(took.saturating_mul(10)),
+        self.of[partition] = VacuumPolicy {
+            min_gap: self.floor.min_gap.max(took.saturating_mul(10)),
             dead_rows: self.floor.dead_rows.max(ms.saturating_mul(ROWS_PER_MS)),
+            ..self.floor.clone()
         };
     }
 }
@@ -133,36 +118,33 @@ mod tests {
     fn each_partition_is_paced_by_its_own_last_vacuum() {
         let s = Duration::from_secs;
         let ms = Duration::from_millis;
-        let next = |gap, dead_rows| Next { gap, dead_rows };
-        let floor = next(s(2), 2_000);
-        let mut pace = Pace::new(
-            &VacuumPolicy {
-                every: s(1),
-                min_gap: s(2),
-                dead_rows: 2_000,
-            },
-            2,
-        );
-        assert_eq!((pace.of(0), pace.of(1)), (floor, floor));
+        let next = |min_gap, dead_rows| VacuumPolicy {
+            every: s(1),
+            min_gap,
+            dead_rows,
+        };
+        let floor = || next(s(2), 2_000);
+        let mut pace = Pace::new(&floor(), 2);
+        assert_eq!((pace.of(0), pace.of(1)), (floor(), floor()));
 
         // A long vacuum of one partition: ten times as long a gap, a bar
         // of 50 rows a millisecond; the other keeps its own.
         pace.vacuumed(0, ms(450));
-        assert_eq!((pace.of(0), pace.of(1)), (next(ms(4_500), 22_500), floor));
+        assert_eq!((pace.of(0), pace.of(1)), (next(ms(4_500), 22_500), floor()));
 
         // A short vacuum keeps the floor.
         pace.vacuumed(1, ms(12));
-        assert_eq!((pace.of(0), pace.of(1)), (next(ms(4_500), 22_500), floor));
+        assert_eq!((pace.of(0), pace.of(1)), (next(ms(4_500), 22_500), floor()));
         pace.vacuumed(1, ms(300));
         assert_eq!(pace.of(1), next(s(3), 15_000));
 
         // A quick vacuum after the partition shrank brings it back down.
         pace.vacuumed(0, ms(15));
-        assert_eq!((pace.of(0), pace.of(1)), (floor, next(s(3), 15_000)));
+        assert_eq!((pace.of(0), pace.of(1)), (floor(), next(s(3), 15_000)));
 
         // However long, no overflow.
         pace.vacuumed(0, Duration::MAX);
-        assert_eq!(pace.of(0).gap, Duration::MAX);
+        assert_eq!(pace.of(0).min_gap, Duration::MAX);
         assert_eq!(pace.of(0).dead_rows, i64::MAX);
     }
 }

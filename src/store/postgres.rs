@@ -658,7 +658,7 @@ fn column<R, T>(rows: &[R], field: impl Fn(&R) -> T) -> Vec<T> {
 // job counts the rows inserted since the last vacuum as well.
 
 /// When a node vacuums the deliveries that are waiting or in flight itself.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VacuumPolicy {
     /// How often the node looks at the partitions' statistics.
     pub every: Duration,
