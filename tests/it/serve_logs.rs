@@ -28,6 +28,15 @@ fn run(db: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A SQLite database `file` in `dir` with the account acme and an API key
+/// of it: the database's URL and the key.
+fn acme_with_a_key(dir: &tempfile::TempDir, file: &str) -> (String, String) {
+    let db = format!("sqlite://{}", dir.path().join(file).display());
+    run(&db, &["account", "create", "--name", "acme"]);
+    let key = run(&db, &["api-key", "create", "--account", "acme"]);
+    (db, key)
+}
+
 /// The server's log so far, collected from stderr by a thread, which
 /// stops reading while the gate is shut.
 struct Server {
@@ -90,6 +99,17 @@ impl Server {
         turned.notify_all();
     }
 
+    /// The base URL, once the server says it is serving.
+    async fn address(&self) -> String {
+        let serving = self.wait_for_log("is serving").await;
+        serving
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .expect("the address")
+            .trim_end_matches('/')
+            .to_string()
+    }
+
     fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
@@ -122,9 +142,7 @@ impl Server {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("logs.db").display());
-    run(&db, &["account", "create", "--name", "acme"]);
-    let key = run(&db, &["api-key", "create", "--account", "acme"]);
+    let (db, key) = acme_with_a_key(&dir, "logs.db");
     run(
         &db,
         &[
@@ -140,13 +158,7 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
     );
 
     let server = Server::start(&db);
-    let serving = server.wait_for_log("is serving").await;
-    let base = serving
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the address")
-        .trim_end_matches('/')
-        .to_string();
+    let base = server.address().await;
 
     let rx = Receiver::start().await;
     rx.script_with_headers(429, vec![("retry-after", "1".to_string())]);
@@ -284,18 +296,10 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_reader_that_stops_reading_holds_up_no_delivery_and_loses_no_line() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("stalled.db").display());
-    run(&db, &["account", "create", "--name", "acme"]);
-    let key = run(&db, &["api-key", "create", "--account", "acme"]);
+    let (db, key) = acme_with_a_key(&dir, "stalled.db");
 
     let server = Server::start_logging(&db, "info");
-    let serving = server.wait_for_log("is serving").await;
-    let base = serving
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the address")
-        .trim_end_matches('/')
-        .to_string();
+    let base = server.address().await;
     let rx = Receiver::start().await;
     // A server whose every thread waits on its stderr answers nothing: a
     // bound, so that fails the test rather than hanging it.
