@@ -15,7 +15,7 @@ use dakghar::store::DeliveryState;
 use crate::{
     cpu,
     db::{Backend, BenchDb},
-    maintenance,
+    disk, maintenance,
     receiver::Receiver,
     seed,
     server::Server,
@@ -37,6 +37,7 @@ pub struct Figures {
     pub burn_peak_mib: f64,
     pub burn_cpu: cpu::PerDelivery,
     pub burn_wal: Option<wal::PerDelivery>,
+    pub burn_disk: Option<disk::Figures>,
     /// The server's own account of the burn-down.
     pub burn_view: View,
     /// Right after the burn-down, before `latency`: the node's first
@@ -164,6 +165,8 @@ pub struct Latency {
     /// Postgres only: the vacuums and analyzes that ran meanwhile
     /// (`maintenance::between`).
     pub maintenance: Option<String>,
+    /// The disk from the first send until the last arrival.
+    pub disk: Option<disk::Figures>,
 }
 
 /// What an open-loop run sends to and where it reads its figures.
@@ -334,6 +337,7 @@ pub async fn run(
         per_sec: burn_per_sec,
         cpu: burn_cpu,
         wal: burn_wal,
+        disk: burn_disk,
         view: burn_view,
         peak_mib: burn_peak_mib,
     } = burn;
@@ -367,6 +371,7 @@ pub async fn run(
         burn_peak_mib,
         burn_cpu,
         burn_wal,
+        burn_disk,
         burn_view,
         warm_up,
         latency,
@@ -423,6 +428,7 @@ pub struct Burn {
     pub cpu: cpu::PerDelivery,
     /// Postgres only.
     pub wal: Option<wal::PerDelivery>,
+    pub disk: Option<disk::Figures>,
     pub view: View,
     pub peak_mib: f64,
 }
@@ -440,6 +446,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     let start = Instant::now();
     let node = Server::start(&db.child_url, &[], dir).await;
     let cpu_before = cpu::sample(node.pid());
+    let disk_watch = disk::watch();
     let steps_before = histograms(&node.base).await;
     let deadline = start + Duration::from_secs(3600);
     while rx.count() - before < burned {
@@ -448,6 +455,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     }
     let per_sec = burned as f64 / start.elapsed().as_secs_f64();
     let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
+    let disk = disk_watch.finish();
     let wal = wal::per_delivery(wal_before, wal::mark(db.postgres_url()).await, burned);
     let seen = view(&steps_before, &histograms(&node.base).await);
     let (_, peak_mib) = node.memory();
@@ -460,6 +468,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         per_sec,
         cpu,
         wal,
+        disk,
         view: seen,
         peak_mib,
     };
@@ -537,6 +546,7 @@ async fn open_loop(
     let maintenance_before = maintenance::mark(postgres_url).await;
     let cpu_before = cpu::sample(node.pid());
     let machine_before = cpu::Machine::now();
+    let disk_watch = disk::watch();
     while let Some(i) = ticks.recv().await {
         let scheduled = start + gap * i as u32;
         lags.push(scheduled.elapsed());
@@ -577,6 +587,7 @@ async fn open_loop(
         }
     };
     let cpu_after = cpu::sample(node.pid());
+    let disk = disk_watch.finish();
     let wal_after = wal::mark(postgres_url).await;
     let maintenance = maintenance::between(
         maintenance_before.as_ref(),
@@ -632,5 +643,6 @@ async fn open_loop(
         wal,
         slow,
         maintenance,
+        disk,
     }
 }

@@ -16,6 +16,7 @@ mod cpu;
 mod dashboard;
 mod db;
 mod delivery;
+mod disk;
 mod ingest;
 mod maintenance;
 mod peer;

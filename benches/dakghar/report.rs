@@ -6,7 +6,7 @@ use crate::{
     ceiling::{self, Http},
     claims, dashboard,
     db::Backend,
-    delivery, ingest, peer,
+    delivery, disk, ingest, peer,
     stats::{ms, Spread},
     wal,
 };
@@ -201,6 +201,11 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
     }
     let _ = writeln!(
         o,
+        "| The disk over the burn-down (/proc/diskstats, every whole disk) | {} | | | |",
+        disk::describe(d.burn_disk.as_ref())
+    );
+    let _ = writeln!(
+        o,
         "| Server's view over the burn-down (its /metrics) | {} | | | |",
         steps(&d.burn_view, r.backend)
     );
@@ -305,6 +310,12 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
                 wal::describe(Some(w))
             );
         }
+        let _ = writeln!(
+            o,
+            "| The disk at {:.0} % load (/proc/diskstats, every whole disk; first send to last arrival) | {} | | | |",
+            l.load * 100.0,
+            disk::describe(l.disk.as_ref())
+        );
         let _ = writeln!(
             o,
             "| When the slowest 1 % were sent at {:.0} % load (deliveries over the p99, by their event's scheduled send, in bursts ≤ {} ms apart) | {} | | | |",
