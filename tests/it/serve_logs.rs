@@ -37,6 +37,19 @@ fn acme_with_a_key(dir: &tempfile::TempDir, file: &str) -> (String, String) {
     (db, key)
 }
 
+/// Posts an `invoice.paid` event with `payload` through the API; it must
+/// be accepted.
+async fn post_event(http: &reqwest::Client, base: &str, key: &str, payload: Value) {
+    let res = http
+        .post(format!("{base}/api/v1/events"))
+        .bearer_auth(key)
+        .json(&json!({ "type": "invoice.paid", "payload": payload }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
+}
+
 /// The server's log so far, collected from stderr by a thread, which
 /// stops reading while the gate is shut.
 struct Server {
@@ -175,14 +188,7 @@ async fn attempts_are_logged_without_secrets_signatures_keys_or_payloads() {
         .unwrap();
     let secret = endpoint["secret"].as_str().expect("a secret").to_string();
     let marker = "payload-marker-3f9c1b";
-    let res = http
-        .post(format!("{base}/api/v1/events"))
-        .bearer_auth(&key)
-        .json(&json!({ "type": "invoice.paid", "payload": { "note": marker } }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
+    post_event(&http, &base, &key, json!({ "note": marker })).await;
 
     let browser = reqwest::Client::builder()
         .cookie_store(true)
@@ -322,14 +328,7 @@ async fn a_log_reader_that_stops_reading_holds_up_no_delivery_and_loses_no_line(
     // each, so 600 of them fill it more than twice over.
     server.read_log(false);
     for i in 0..EVENTS {
-        let res = http
-            .post(format!("{base}/api/v1/events"))
-            .bearer_auth(&key)
-            .json(&json!({ "type": "invoice.paid", "payload": { "n": i } }))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), reqwest::StatusCode::ACCEPTED);
+        post_event(&http, &base, &key, json!({ "n": i })).await;
     }
     rx.wait_for(EVENTS * ENDPOINTS).await;
 
