@@ -19,6 +19,7 @@ use crate::{
     receiver::Receiver,
     seed,
     server::Server,
+    statements,
     stats::{bursts, ms, spread, Spread},
     wal,
 };
@@ -38,6 +39,8 @@ pub struct Figures {
     pub burn_cpu: cpu::PerDelivery,
     pub burn_wal: Option<wal::PerDelivery>,
     pub burn_disk: Option<disk::Figures>,
+    /// Postgres with pg_stat_statements only (`statements::between`).
+    pub burn_statements: Option<String>,
     /// The server's own account of the burn-down.
     pub burn_view: View,
     /// Right after the burn-down, before `latency`: the node's first
@@ -167,6 +170,9 @@ pub struct Latency {
     pub maintenance: Option<String>,
     /// The disk from the first send until the last arrival.
     pub disk: Option<disk::Figures>,
+    /// Postgres with pg_stat_statements only: its statements over the
+    /// same span (`statements::between`).
+    pub statements: Option<String>,
 }
 
 /// What an open-loop run sends to and where it reads its figures.
@@ -338,6 +344,7 @@ pub async fn run(
         cpu: burn_cpu,
         wal: burn_wal,
         disk: burn_disk,
+        statements: burn_statements,
         view: burn_view,
         peak_mib: burn_peak_mib,
     } = burn;
@@ -372,6 +379,7 @@ pub async fn run(
         burn_cpu,
         burn_wal,
         burn_disk,
+        burn_statements,
         burn_view,
         warm_up,
         latency,
@@ -429,6 +437,7 @@ pub struct Burn {
     /// Postgres only.
     pub wal: Option<wal::PerDelivery>,
     pub disk: Option<disk::Figures>,
+    pub statements: Option<String>,
     pub view: View,
     pub peak_mib: f64,
 }
@@ -443,6 +452,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         .unwrap() as usize;
     let before = rx.count();
     let wal_before = wal::mark(db.postgres_url()).await;
+    let statements_before = statements::mark(db.postgres_url()).await;
     let start = Instant::now();
     let node = Server::start(&db.child_url, &[], dir).await;
     let cpu_before = cpu::sample(node.pid());
@@ -457,6 +467,11 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
     let cpu = cpu::per_delivery(cpu_before, cpu::sample(node.pid()), burned);
     let disk = disk_watch.finish();
     let wal = wal::per_delivery(wal_before, wal::mark(db.postgres_url()).await, burned);
+    let statements = statements::between(
+        statements_before.as_ref(),
+        statements::mark(db.postgres_url()).await.as_ref(),
+        burned,
+    );
     let seen = view(&steps_before, &histograms(&node.base).await);
     let (_, peak_mib) = node.memory();
     eprintln!(
@@ -469,6 +484,7 @@ async fn burn_down(db: &BenchDb, rx: &Receiver, dir: &Path) -> (Burn, Server) {
         cpu,
         wal,
         disk,
+        statements,
         view: seen,
         peak_mib,
     };
@@ -544,6 +560,7 @@ async fn open_loop(
     let mut sends = Vec::with_capacity(n);
     let wal_before = wal::mark(postgres_url).await;
     let maintenance_before = maintenance::mark(postgres_url).await;
+    let statements_before = statements::mark(postgres_url).await;
     let cpu_before = cpu::sample(node.pid());
     let machine_before = cpu::Machine::now();
     let disk_watch = disk::watch();
@@ -593,6 +610,7 @@ async fn open_loop(
         maintenance_before.as_ref(),
         maintenance::mark(postgres_url).await.as_ref(),
     );
+    let statements_after = statements::mark(postgres_url).await;
     let mut samples = Vec::with_capacity(want);
     let mut sent_at = Vec::with_capacity(want);
     for (id, times) in &arrivals {
@@ -619,6 +637,11 @@ async fn open_loop(
     let missing = want.saturating_sub(samples.len());
     let cpu = cpu::per_delivery(cpu_before, cpu_after, samples.len());
     let wal = wal::per_delivery(wal_before, wal_after, samples.len());
+    let statements = statements::between(
+        statements_before.as_ref(),
+        statements_after.as_ref(),
+        samples.len(),
+    );
     let ingest = spread(std::mem::take(&mut *answered.lock().unwrap()));
     let lag = spread(lags);
     let seen = view(&before, &histograms(base).await);
@@ -644,5 +667,6 @@ async fn open_loop(
         slow,
         maintenance,
         disk,
+        statements,
     }
 }

@@ -8,7 +8,9 @@
 //! parts (engine, ingest, claims, peer, dashboard; all by default) when
 //! comparing one change; BENCH_DASHBOARD=off drops the dashboard (its
 //! million rows take a while). On Postgres the WAL figures are the whole
-//! server's: run the bench on a Postgres nothing else writes to.
+//! server's: run the bench on a Postgres nothing else writes to. Where
+//! that Postgres preloads pg_stat_statements (and the database has the
+//! extension), the results also say which statements its time went to.
 
 mod ceiling;
 mod claims;
@@ -24,6 +26,7 @@ mod receiver;
 mod report;
 mod seed;
 mod server;
+mod statements;
 mod stats;
 mod wal;
 

@@ -204,6 +204,12 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
         "| The disk over the burn-down (/proc/diskstats, every whole disk) | {} | | | |",
         disk::describe(d.burn_disk.as_ref())
     );
+    if let Some(s) = &d.burn_statements {
+        let _ = writeln!(
+            o,
+            "| Postgres's statements over the burn-down (pg_stat_statements, the whole database; time a delivery, the costliest first) | {s} | | | |"
+        );
+    }
     let _ = writeln!(
         o,
         "| Server's view over the burn-down (its /metrics) | {} | | | |",
@@ -316,6 +322,13 @@ fn engine(o: &mut String, r: &Run, d: &delivery::Figures, ceiling: f64) {
             l.load * 100.0,
             disk::describe(l.disk.as_ref())
         );
+        if let Some(s) = &l.statements {
+            let _ = writeln!(
+                o,
+                "| Postgres's statements at {:.0} % load (pg_stat_statements, the whole database, first send to last arrival; time a delivery, the costliest first) | {s} | | | |",
+                l.load * 100.0
+            );
+        }
         let _ = writeln!(
             o,
             "| When the slowest 1 % were sent at {:.0} % load (deliveries over the p99, by their event's scheduled send, in bursts ≤ {} ms apart) | {} | | | |",
